@@ -1,0 +1,1 @@
+"""Benchmarks: trio_relay against an asyncio baseline of the design it replaces."""

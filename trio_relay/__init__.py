@@ -1,0 +1,1 @@
+"""trio_relay: the gateway side of a chat relay, on Trio."""

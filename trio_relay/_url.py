@@ -1,0 +1,37 @@
+"""Normalise the configured connector base URL into the WebSocket URL we dial.
+
+Sans-I/O: plain string handling, no Trio, no sockets.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+_SCHEMES = {"https": "wss", "http": "ws", "wss": "wss", "ws": "ws"}
+_SUFFIX = "/relay"
+
+
+def normalize_url(base_url: str) -> str:
+    """Return the relay WebSocket URL for ``base_url`` (CONTRACT.md, Transport).
+
+    ``https`` becomes ``wss`` and ``http`` becomes ``ws``; trailing slashes are
+    stripped and ``/relay`` is appended unless the path already ends with it. Applying
+    it twice gives the same answer as applying it once.
+
+    Raises ``ValueError`` for a URL with no host or a scheme that is not one of
+    http, https, ws or wss, naming what was wrong (the URL itself is not repeated, since
+    users sometimes paste credentials into it).
+    """
+    parts = urlsplit(base_url.strip())
+    scheme = _SCHEMES.get(parts.scheme.lower())
+    if scheme is None:
+        raise ValueError(
+            f"relay URL scheme {parts.scheme!r} is not supported; "
+            "use http://, https://, ws:// or wss://"
+        )
+    if not parts.hostname:
+        raise ValueError("relay URL has no host; expected e.g. https://connector.example")
+    path = parts.path.rstrip("/")
+    if not path.endswith(_SUFFIX):
+        path += _SUFFIX
+    return urlunsplit((scheme, parts.netloc, path, parts.query, ""))

@@ -1,0 +1,1 @@
+"""Test helpers users can import: a reference connector."""
