@@ -1,0 +1,58 @@
+"""What to do after a connection ends (CONTRACT.md, "Close codes").
+
+Sans-I/O: the decision is a pure function of how the connection ended, so every rule
+of the contract is a table row in the tests.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+AUTH_CLOSE_CODE = 4401
+EXPIRED_REASON = "expired"
+NORMAL_CLOSE_CODE = 1000
+
+
+class Verdict(enum.Enum):
+    RECONNECT = "reconnect"
+    """An ordinary drop: dial again after the backoff delay."""
+    FRESH_TOKEN_REDIAL = "fresh_token_redial"
+    """A 4401 on an established connection: dial once more at once, with a new token."""
+    REVOKED = "revoked"
+    """Terminal: the connector refused a fresh token. Stop dialling."""
+    CLOSED = "closed"
+    """We closed it on purpose (the relay is shutting down)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionEnd:
+    """How one connection ended, as the supervisor saw it.
+
+    ``code`` is the WebSocket close code (``None`` for a reset, a stall, or a dial that
+    never got as far as a WebSocket). ``had_handshake`` is true once at least one
+    descriptor arrived. ``fresh_token_redial`` marks the connection dialled right after a
+    first 4401 strike. ``by_us`` is true when the relay itself ended it on purpose.
+    """
+
+    code: int | None
+    reason: str | None
+    had_handshake: bool
+    fresh_token_redial: bool = False
+    by_us: bool = False
+
+
+def classify(end: ConnectionEnd) -> Verdict:
+    if end.by_us:
+        return Verdict.CLOSED
+    if end.code != AUTH_CLOSE_CODE:
+        return Verdict.RECONNECT  # 1000, 1006, 1011, resets and stalls alike
+    if end.reason == EXPIRED_REASON:
+        return Verdict.RECONNECT  # a token that aged out is never a revocation
+    if end.fresh_token_redial:
+        # Second strike: the fresh token was refused at upgrade, or the re-dialled
+        # connection was closed with 4401 again.
+        return Verdict.REVOKED
+    if not end.had_handshake:
+        return Verdict.RECONNECT  # provisioning race: the connector may not know us yet
+    return Verdict.FRESH_TOKEN_REDIAL

@@ -1,0 +1,279 @@
+"""The typed frames of wire protocol v1 (CONTRACT.md, "Frames").
+
+Each frame knows its wire ``type``, how to build itself from a decoded JSON object
+(``from_wire``, raising :class:`FrameError` with a reason when a required field is
+missing or of the wrong kind) and how to turn itself back into one (``to_wire``).
+Nested payloads (a descriptor, an inbound event, a passthrough forward) stay plain
+dicts here; the model modules give them attribute access, so this module is the single
+place that knows the frame envelope. Sans-I/O: no Trio, no sockets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+JsonObject = dict[str, Any]
+
+
+class FrameError(ValueError):
+    """A frame object that does not have the fields its type requires."""
+
+
+def _require_str(obj: Mapping[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise FrameError(f"field {key!r} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _require_object(obj: Mapping[str, Any], key: str) -> JsonObject:
+    value = obj.get(key)
+    if not isinstance(value, dict):
+        raise FrameError(f"field {key!r} must be an object, got {type(value).__name__}")
+    return value
+
+
+def _optional_str(obj: Mapping[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise FrameError(f"field {key!r} must be a string or absent")
+    return value
+
+
+def _optional_buffer_id(obj: Mapping[str, Any]) -> str | None:
+    # Buffer ids are opaque to us; a connector that numbers them is still honoured,
+    # so integers are accepted and echoed back as the same JSON value's text.
+    value = obj.get("bufferId")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise FrameError("field 'bufferId' must be a string, an integer or absent")
+    return str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """Base of every frame; ``TYPE`` is the wire ``type`` string."""
+
+    TYPE: ClassVar[str] = ""
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Frame:
+        raise NotImplementedError
+
+    def to_wire(self) -> JsonObject:
+        raise NotImplementedError
+
+
+# --- gateway -> connector -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello(Frame):
+    TYPE: ClassVar[str] = "hello"
+    platform: str
+    bot_id: str
+    command_manifest: list[Any] | None = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Hello:
+        manifest = obj.get("command_manifest")
+        if manifest is not None and not isinstance(manifest, list):
+            raise FrameError("field 'command_manifest' must be a list or absent")
+        bot_id = obj.get("botId", "")
+        if not isinstance(bot_id, str):
+            raise FrameError("field 'botId' must be a string")
+        return cls(_require_str(obj, "platform"), bot_id, manifest)
+
+    def to_wire(self) -> JsonObject:
+        wire: JsonObject = {"type": self.TYPE, "platform": self.platform, "botId": self.bot_id}
+        if self.command_manifest is not None:
+            wire["command_manifest"] = self.command_manifest
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class Outbound(Frame):
+    TYPE: ClassVar[str] = "outbound"
+    request_id: str
+    action: JsonObject
+    platform: str | None = None
+    bot_id: str | None = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Outbound:
+        action = _require_object(obj, "action")
+        if not isinstance(action.get("op"), str):
+            raise FrameError("field 'action' must carry a string 'op'")
+        return cls(
+            _require_str(obj, "requestId"),
+            action,
+            _optional_str(obj, "platform"),
+            _optional_str(obj, "botId"),
+        )
+
+    def to_wire(self) -> JsonObject:
+        wire: JsonObject = {"type": self.TYPE, "requestId": self.request_id, "action": self.action}
+        if self.platform is not None:
+            wire["platform"] = self.platform
+        if self.bot_id is not None:
+            wire["botId"] = self.bot_id
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt(Frame):
+    TYPE: ClassVar[str] = "interrupt"
+    session_key: str
+    reason: str | None = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Interrupt:
+        return cls(_require_str(obj, "session_key"), _optional_str(obj, "reason"))
+
+    def to_wire(self) -> JsonObject:
+        return {"type": self.TYPE, "session_key": self.session_key, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class GoingIdle(Frame):
+    TYPE: ClassVar[str] = "going_idle"
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> GoingIdle:
+        return cls()
+
+    def to_wire(self) -> JsonObject:
+        return {"type": self.TYPE}
+
+
+@dataclass(frozen=True, slots=True)
+class InboundAck(Frame):
+    TYPE: ClassVar[str] = "inbound_ack"
+    buffer_id: str
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> InboundAck:
+        buffer_id = _optional_buffer_id(obj)
+        if buffer_id is None:
+            raise FrameError("field 'bufferId' is required")
+        return cls(buffer_id)
+
+    def to_wire(self) -> JsonObject:
+        return {"type": self.TYPE, "bufferId": self.buffer_id}
+
+
+# --- connector -> gateway -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DescriptorFrame(Frame):
+    TYPE: ClassVar[str] = "descriptor"
+    descriptor: JsonObject
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> DescriptorFrame:
+        return cls(_require_object(obj, "descriptor"))
+
+    def to_wire(self) -> JsonObject:
+        return {"type": self.TYPE, "descriptor": self.descriptor}
+
+
+@dataclass(frozen=True, slots=True)
+class InboundFrame(Frame):
+    TYPE: ClassVar[str] = "inbound"
+    event: JsonObject
+    buffer_id: str | None = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> InboundFrame:
+        return cls(_require_object(obj, "event"), _optional_buffer_id(obj))
+
+    def to_wire(self) -> JsonObject:
+        wire: JsonObject = {"type": self.TYPE, "event": self.event}
+        if self.buffer_id is not None:
+            wire["bufferId"] = self.buffer_id
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundResult(Frame):
+    TYPE: ClassVar[str] = "outbound_result"
+    request_id: str
+    result: JsonObject = field(default_factory=dict)
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> OutboundResult:
+        result = obj.get("result")
+        if result is None:
+            result = {}  # CONTRACT.md: a missing result reads as {}
+        elif not isinstance(result, dict):
+            raise FrameError("field 'result' must be an object or absent")
+        return cls(_require_str(obj, "requestId"), result)
+
+    def to_wire(self) -> JsonObject:
+        return {"type": self.TYPE, "requestId": self.request_id, "result": self.result}
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptInbound(Frame):
+    TYPE: ClassVar[str] = "interrupt_inbound"
+    session_key: str
+    chat_id: str
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> InterruptInbound:
+        chat_id = obj.get("chat_id")
+        if isinstance(chat_id, int) and not isinstance(chat_id, bool):
+            chat_id = str(chat_id)  # numeric chat ids (Telegram) are still ids
+        if not isinstance(chat_id, str):
+            raise FrameError("field 'chat_id' must be a string")
+        return cls(_require_str(obj, "session_key"), chat_id)
+
+    def to_wire(self) -> JsonObject:
+        return {"type": self.TYPE, "session_key": self.session_key, "chat_id": self.chat_id}
+
+
+@dataclass(frozen=True, slots=True)
+class GoingIdleAck(Frame):
+    TYPE: ClassVar[str] = "going_idle_ack"
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> GoingIdleAck:
+        return cls()
+
+    def to_wire(self) -> JsonObject:
+        return {"type": self.TYPE}
+
+
+@dataclass(frozen=True, slots=True)
+class PassthroughFrame(Frame):
+    TYPE: ClassVar[str] = "passthrough_forward"
+    forward: JsonObject
+    buffer_id: str | None = None
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> PassthroughFrame:
+        return cls(_require_object(obj, "forward"), _optional_buffer_id(obj))
+
+    def to_wire(self) -> JsonObject:
+        wire: JsonObject = {"type": self.TYPE, "forward": self.forward}
+        if self.buffer_id is not None:
+            wire["bufferId"] = self.buffer_id
+        return wire
+
+
+def _registry(*classes: type[Frame]) -> Mapping[str, type[Frame]]:
+    return {cls.TYPE: cls for cls in classes}
+
+
+#: Frames a gateway accepts (what the connector sends).
+CONNECTOR_FRAMES = _registry(
+    DescriptorFrame, InboundFrame, OutboundResult, InterruptInbound, GoingIdleAck, PassthroughFrame
+)
+#: Frames a connector accepts (what the gateway sends).
+GATEWAY_FRAMES = _registry(Hello, Outbound, Interrupt, GoingIdle, InboundAck)

@@ -1,0 +1,111 @@
+"""The send side of one WebSocket: a queue of lines and the one task that writes them.
+
+Only the writer task ever sends on the socket, so no sender can interleave with
+another or find the socket half-written, and a sender never blocks on the network: it
+queues and moves on. The writer takes *everything* queued since its last write and
+packs it into as few WebSocket messages as the size limit allows. Trio pays a fixed cost
+per message (wsproto framing, a ``send_all``, a scheduler round trip), so under load
+this batching is what lets many requesters share one socket cheaply; under no load a
+batch is one line and costs one extra scheduler pass.
+
+The gateway's connection and the reference connector both use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import trio
+
+
+class Outgoing(Protocol):
+    """Something queued for the socket: a wire line, and hooks for its fate."""
+
+    line: str
+    abandoned: bool
+    """Set by the sender when it no longer wants the line sent (cancelled, timed out)."""
+
+    def mark_written(self) -> None:
+        """Called right after the message carrying the line was handed to the socket."""
+
+
+class Line:
+    """A fire-and-forget frame (hello, ack, interrupt): nobody waits on its fate."""
+
+    __slots__ = ("line",)
+    abandoned = False
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+    def mark_written(self) -> None:
+        pass
+
+
+class Outbox:
+    def __init__(
+        self,
+        *,
+        max_frames: int,
+        max_message_bytes: int,
+        on_sent: Callable[[int], None] | None = None,
+    ) -> None:
+        """``on_sent(n)`` is called after each message, with the frames it carried."""
+        self._max_frames = max_frames
+        self._on_sent = on_sent
+        self._max_message_bytes = max_message_bytes
+        self._queue: list[Outgoing] = []
+        self._lot = trio.lowlevel.ParkingLot()
+        self.messages_sent = 0
+        self.frames_sent = 0
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def put(self, item: Outgoing) -> bool:
+        """Queue ``item``; false (nothing queued) when ``max_frames`` are waiting."""
+        if len(self._queue) >= self._max_frames:
+            return False
+        self._queue.append(item)
+        self._lot.unpark()
+        return True
+
+    def take_unsent(self) -> list[Outgoing]:
+        """Everything still queued (for the connection's final sweep); empties the box."""
+        items, self._queue = self._queue, []
+        return items
+
+    async def run_writer(self, send: Callable[[str], Awaitable[None]]) -> None:
+        """Write queued lines through ``send`` forever; ends only by exception/cancel.
+
+        An item is marked written only after ``send`` returned for its message: if the
+        send fails or is cancelled the message never reached the socket whole, so the
+        peer cannot have acted on any frame in it.
+        """
+        while True:
+            if not self._queue:
+                await self._lot.park()
+            # One scheduler pass lets the other tasks made runnable in this round add
+            # their frames, so a burst leaves as one message instead of many.
+            await trio.lowlevel.checkpoint()
+            batch = [item for item in self.take_unsent() if not item.abandoned]
+            start = 0
+            while start < len(batch):
+                end, size = start, 0
+                while end < len(batch):
+                    line = batch[end].line
+                    n = len(line) if line.isascii() else len(line.encode("utf-8"))
+                    if end > start and size + n > self._max_message_bytes:
+                        break
+                    size += n
+                    end += 1
+                group = batch[start:end]
+                await send("".join(item.line for item in group))
+                self.messages_sent += 1
+                self.frames_sent += len(group)
+                if self._on_sent is not None:
+                    self._on_sent(len(group))
+                for item in group:
+                    item.mark_written()
+                start = end

@@ -1,0 +1,129 @@
+"""The outcome of one request (CONTRACT.md, "Outcome of a request").
+
+Every request ends in exactly one :class:`Outcome`. ``ambiguous`` is true only when our
+frame left for the connector and we do not know what it did with it: the caller must not
+blindly retry a non-idempotent action (a chat message would be posted twice). A definite
+failure means the connector never saw the frame, so retrying is safe.
+
+Sans-I/O: no Trio, no sockets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Failure codes the gateway itself produces; connector codes pass through unchanged.
+CLOSING = "closing"
+NOT_CONNECTED = "not_connected"
+WRITE_FAILED = "write_failed"
+CONNECTION_LOST = "connection_lost"
+TIMEOUT = "timeout"
+REVOKED = "revoked"
+QUEUE_FULL = "queue_full"
+UNSUPPORTED_OP = "unsupported_op"
+EGRESS_DECLINED = "egress_declined"  # the connector's refusal, named by CONTRACT.md
+GATEWAY_CODES = frozenset(
+    {CLOSING, NOT_CONNECTED, WRITE_FAILED, CONNECTION_LOST, TIMEOUT, REVOKED, QUEUE_FULL, UNSUPPORTED_OP}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a request ended.
+
+    ``success`` and ``result`` come from the connector when it answered; otherwise
+    ``success`` is false, ``code`` names the situation (``"timeout"``,
+    ``"connection_lost"``, ...) and ``error`` says it in words.
+    """
+
+    success: bool
+    ambiguous: bool = False
+    error: str | None = None
+    code: str | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def answered(cls, result: dict[str, Any]) -> Outcome:
+        """The connector's answer, passed through. A refusal of egress is definite."""
+        error = result.get("error")
+        code = result.get("code")
+        return cls(
+            success=result.get("success") is True,
+            ambiguous=False,
+            error=error if isinstance(error, str) else None,
+            code=code if isinstance(code, str) else None,
+            result=result,
+        )
+
+    @classmethod
+    def definite(cls, code: str, error: str) -> Outcome:
+        """A failure where the frame never reached the connector: safe to retry."""
+        return cls(success=False, ambiguous=False, error=error, code=code)
+
+    @classmethod
+    def ambiguous_failure(cls, code: str, error: str) -> Outcome:
+        """A failure after the frame was written: the connector may have applied it."""
+        return cls(success=False, ambiguous=True, error=error, code=code)
+
+
+def closing() -> Outcome:
+    return Outcome.definite(CLOSING, "the relay is closing; nothing was sent")
+
+
+def not_connected(state: str) -> Outcome:
+    return Outcome.definite(
+        NOT_CONNECTED,
+        f"the relay is not connected (state {state}); nothing was sent. Retry later, or "
+        "pass wait_connected=True to wait for the next connection",
+    )
+
+
+def write_failed(detail: str) -> Outcome:
+    return Outcome.definite(
+        WRITE_FAILED, f"the frame could not be written ({detail}); nothing was sent"
+    )
+
+
+def connection_lost(detail: str) -> Outcome:
+    return Outcome.ambiguous_failure(
+        CONNECTION_LOST,
+        f"the connection was lost after the request was sent ({detail}); the connector "
+        "may have applied it, so check before retrying",
+    )
+
+
+def timed_out(seconds: float, *, written: bool) -> Outcome:
+    if written:
+        return Outcome.ambiguous_failure(
+            TIMEOUT,
+            f"no result within {seconds:g} s after the request was sent; the connector "
+            "may have applied it, so check before retrying",
+        )
+    return Outcome.definite(
+        TIMEOUT, f"the request could not be sent within {seconds:g} s; nothing was sent"
+    )
+
+
+def revoked() -> Outcome:
+    return Outcome.definite(
+        REVOKED,
+        "the relay is disabled: the connector revoked this gateway's credentials. "
+        "Issue new credentials and open a new relay",
+    )
+
+
+def queue_full(limit: int) -> Outcome:
+    return Outcome.definite(
+        QUEUE_FULL,
+        f"{limit} frames are already queued for sending; nothing was sent. Slow down or "
+        "raise RelayConfig.max_queued_frames",
+    )
+
+
+def unsupported_op(op: str, platform: str) -> Outcome:
+    return Outcome.definite(
+        UNSUPPORTED_OP,
+        f"platform {platform!r} does not advertise op {op!r} in its descriptor; nothing "
+        "was sent",
+    )

@@ -1,0 +1,38 @@
+"""Live counters of one relay. Plain numbers and strings only: never a token or secret."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RelayStats:
+    """Counters since the relay was opened; read them any time (they are live).
+
+    ``drops`` counts ended connections by cause (``"closed by peer"``,
+    ``"keepalive timeout"``, ...); ``requests`` counts finished requests by outcome
+    (``"success"``, ``"failed"`` for a connector's refusal, or the gateway's own codes
+    such as ``"timeout"`` and ``"connection_lost"``).
+    """
+
+    dials: int = 0
+    dial_failures: int = 0
+    connects: int = 0
+    drops: Counter[str] = field(default_factory=Counter)
+    last_close_code: int | None = None
+    last_close_reason: str | None = None
+    ping_rtt: float | None = None
+    requests: Counter[str] = field(default_factory=Counter)
+    frames_received: int = 0
+    frames_rejected: int = 0
+    messages_sent: int = 0
+    frames_sent: int = 0
+    # inbound pipeline
+    delivered: int = 0
+    replays_dropped: int = 0
+    handler_failures: int = 0
+    dead_letters: int = 0
+    acks_sent: int = 0
+    inbound_dropped: int = 0
+    queue_depth: int = 0
