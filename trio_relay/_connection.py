@@ -264,9 +264,15 @@ class Connection:
                 self._nursery.start_soon(self._ping_once)
 
     async def _ping_once(self) -> None:
+        await self.ping()
+
+    async def ping(self) -> float | None:
+        """One ping; the RTT in seconds (also kept in stats), or None if the connection
+        closed first (the reader reports the close)."""
         sent_at = trio.current_time()
         try:
             await self.ws.ping()
         except trio_websocket.ConnectionClosed:
-            return  # the reader reports the close
-        self._stats.ping_rtt = trio.current_time() - sent_at
+            return None
+        rtt = self._stats.ping_rtt = trio.current_time() - sent_at
+        return rtt

@@ -246,6 +246,24 @@ class Relay:
             return _outcome.revoked()
         return None
 
+    async def ping(self, timeout: float | None = None) -> float:
+        """Round-trip a WebSocket ping now; returns the RTT in seconds.
+
+        Raises ``ConnectionError`` when there is no connection (or it drops meanwhile)
+        and ``TimeoutError`` when no pong arrives within ``timeout`` (default:
+        ``config.ping_timeout``).
+        """
+        conn = self._conn
+        if conn is None:
+            raise ConnectionError(f"relay not connected (state {self._state.value})")
+        limit = self._config.ping_timeout if timeout is None else timeout
+        with trio.move_on_after(limit):
+            rtt = await conn.ping()
+            if rtt is None:
+                raise ConnectionError("the connection ended before the pong")
+            return rtt
+        raise TimeoutError(f"no pong within {limit:g} s")
+
     def interrupt(self, session_key: str, reason: str | None = None) -> bool:
         """Tell the connector to stop a session (fire and forget). False when there is
         no connection to send it on."""

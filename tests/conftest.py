@@ -1,0 +1,36 @@
+"""Shared fixtures. Each section belongs to one feature; append new sections below."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+
+import pytest
+from netns import NetnsHost, NetnsUnavailable, open_netns_host
+
+# ---------------------------------------------------------------------------------------
+# Network namespaces (issue 3): a peer that can vanish without FIN or RST. See netns.py.
+# ---------------------------------------------------------------------------------------
+
+REQUIRE_NETNS_ENV = "TRIO_RELAY_REQUIRE_NETNS"
+"""Set to 1 (e.g. in CI, which runs as root) to fail instead of skip when netns is missing."""
+
+
+@pytest.fixture
+async def netns_host() -> AsyncIterator[NetnsHost]:
+    """A :class:`netns.NetnsHost`, torn down after the test; skips with the reason when
+    network namespaces are unavailable (not root, no ``ip``, ``ip netns add`` refused)."""
+    async with AsyncExitStack() as stack:
+        try:
+            host = await stack.enter_async_context(open_netns_host())
+        except NetnsUnavailable as exc:
+            if os.environ.get(REQUIRE_NETNS_ENV) == "1":
+                pytest.fail(f"network namespaces required but unavailable: {exc}")
+            pytest.skip(f"network namespaces unavailable: {exc}")
+        yield host
+
+
+# ---------------------------------------------------------------------------------------
+# (end of the network-namespace section)
+# ---------------------------------------------------------------------------------------
