@@ -27,7 +27,8 @@ class Backoff:
         reset_after: float = 60.0,
         rng: random.Random | None = None,
     ) -> None:
-        if initial < 0 or maximum < initial or first_delay < 0 or reset_after < 0:
+        values = (initial, maximum, first_delay, reset_after)
+        if not all(0 <= v < float("inf") for v in values) or maximum < initial:
             raise ValueError(
                 "backoff needs 0 <= initial <= maximum, first_delay >= 0 and "
                 f"reset_after >= 0; got initial={initial}, maximum={maximum}, "

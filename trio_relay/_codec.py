@@ -70,9 +70,11 @@ class FrameDecoder:
 
     def feed(self, payload: str | bytes) -> list[Frame | RejectedFrame]:
         """Decode one WebSocket message's payload; returns the frames it completed."""
-        data = payload.encode("utf-8", errors="surrogatepass") if isinstance(
-            payload, str
-        ) else bytes(payload)
+        data = (
+            payload.encode("utf-8", errors="surrogatepass")
+            if isinstance(payload, str)
+            else bytes(payload)
+        )
         out: list[Frame | RejectedFrame] = []
         start = 0
         while (end := data.find(b"\n", start)) >= 0:
@@ -128,7 +130,15 @@ def encode_line(obj: Mapping[str, Any]) -> str:
     Raises ``TypeError``/``ValueError`` for values JSON cannot carry (including NaN,
     which other peers' parsers reject).
     """
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
+    line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (e.g. echoed from an inbound "\ud83d" escape) cannot be
+            # UTF-8; as a JSON escape it can, and the frame still goes out.
+            line = json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n"
+    return line
 
 
 def encode_frame(frame: Frame) -> str:

@@ -87,17 +87,30 @@ class RelayConfig:
 
     def __post_init__(self) -> None:
         positive = (
-            "ping_interval", "ping_timeout", "request_timeout", "handshake_timeout",
-            "connect_timeout", "drain_timeout", "close_timeout", "max_message_bytes",
-            "max_line_bytes", "max_queued_frames", "max_concurrent_handlers",
-            "max_inbound_queue", "max_delivery_attempts", "dedupe_size",
+            "ping_interval",
+            "ping_timeout",
+            "request_timeout",
+            "handshake_timeout",
+            "connect_timeout",
+            "drain_timeout",
+            "close_timeout",
+            "max_message_bytes",
+            "max_line_bytes",
+            "max_queued_frames",
+            "max_concurrent_handlers",
+            "max_inbound_queue",
+            "max_delivery_attempts",
+            "dedupe_size",
         )
         for name in positive:
             value = getattr(self, name)
             if not value > 0:
                 raise ValueError(f"RelayConfig.{name} must be positive, got {value!r}")
         non_negative = (
-            "backoff_initial", "backoff_max", "backoff_first_delay", "backoff_reset_after",
+            "backoff_initial",
+            "backoff_max",
+            "backoff_first_delay",
+            "backoff_reset_after",
             "dormant_redial_delay",
         )
         for name in non_negative:

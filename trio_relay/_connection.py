@@ -146,7 +146,9 @@ class Connection:
                 waiter.resolve(_outcome.connection_lost(detail))
             else:
                 waiter.abandoned = True
-                waiter.resolve(_outcome.write_failed(f"connection ended before the write: {detail}"))
+                waiter.resolve(
+                    _outcome.write_failed(f"connection ended before the write: {detail}")
+                )
         self._wake_drain()
         self.ended.set()
         self._nursery.cancel_scope.cancel()
@@ -224,7 +226,9 @@ class Connection:
     def _dispatch(self, frame: Frame | RejectedFrame) -> None:
         if isinstance(frame, RejectedFrame):
             self._stats.frames_rejected += 1
-            logger.warning("skipped a bad frame from the connector: %s (%r)", frame.reason, frame.sample)
+            logger.warning(
+                "skipped a bad frame from the connector: %s (%r)", frame.reason, frame.sample
+            )
             return
         self._stats.frames_received += 1
         if isinstance(frame, (InboundFrame, PassthroughFrame, InterruptInbound)):

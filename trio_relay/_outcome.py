@@ -24,7 +24,16 @@ QUEUE_FULL = "queue_full"
 UNSUPPORTED_OP = "unsupported_op"
 EGRESS_DECLINED = "egress_declined"  # the connector's refusal, named by CONTRACT.md
 GATEWAY_CODES = frozenset(
-    {CLOSING, NOT_CONNECTED, WRITE_FAILED, CONNECTION_LOST, TIMEOUT, REVOKED, QUEUE_FULL, UNSUPPORTED_OP}
+    {
+        CLOSING,
+        NOT_CONNECTED,
+        WRITE_FAILED,
+        CONNECTION_LOST,
+        TIMEOUT,
+        REVOKED,
+        QUEUE_FULL,
+        UNSUPPORTED_OP,
+    }
 )
 
 
@@ -124,6 +133,5 @@ def queue_full(limit: int) -> Outcome:
 def unsupported_op(op: str, platform: str) -> Outcome:
     return Outcome.definite(
         UNSUPPORTED_OP,
-        f"platform {platform!r} does not advertise op {op!r} in its descriptor; nothing "
-        "was sent",
+        f"platform {platform!r} does not advertise op {op!r} in its descriptor; nothing was sent",
     )

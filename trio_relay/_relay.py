@@ -120,7 +120,9 @@ class Relay:
     def _set_state(self, state: State, cause: str) -> None:
         if state is self._state:
             return
-        logger.info("relay %s: %s -> %s (%s)", self._endpoint, self._state.value, state.value, cause)
+        logger.info(
+            "relay %s: %s -> %s (%s)", self._endpoint, self._state.value, state.value, cause
+        )
         self._state = state
         self._state_changed.set()
         self._state_changed = trio.Event()
@@ -176,7 +178,9 @@ class Relay:
         request_id, line, op = self._encode_request(action, platform)
         timeout = self._config.request_timeout if timeout is None else timeout
         deadline = trio.current_time() + timeout
-        outcome = await self._deliver(request_id, line, op, platform, deadline, timeout, wait_connected)
+        outcome = await self._deliver(
+            request_id, line, op, platform, deadline, timeout, wait_connected
+        )
         self.stats.requests[_outcome_label(outcome)] += 1
         return outcome
 
@@ -282,7 +286,11 @@ class Relay:
         with trio.move_on_after(timeout):
             await conn.idle_acked.wait()
             return True
-        logger.warning("relay %s: no going_idle_ack within %g s; keeping the connection", self._endpoint, timeout)
+        logger.warning(
+            "relay %s: no going_idle_ack within %g s; keeping the connection",
+            self._endpoint,
+            timeout,
+        )
         return False
 
     async def go_dormant(self, timeout: float = 5.0) -> bool:
@@ -327,7 +335,9 @@ class Relay:
                 return
             if fresh_token_redial:
                 delay = 0.0
-                self._set_state(State.RECONNECTING, "4401 after handshake; one redial with a fresh token")
+                self._set_state(
+                    State.RECONNECTING, "4401 after handshake; one redial with a fresh token"
+                )
             else:
                 delay = self._backoff.next_delay()
                 if self._state is not State.CONNECTING:
@@ -340,14 +350,18 @@ class Relay:
         try:
             transport = await open_transport(self._endpoint, self._config)
         except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-            return self._dial_failed(f"connect failed: {_describe(exc)}", None, None, fresh_token_redial)
+            return self._dial_failed(
+                f"connect failed: {_describe(exc)}", None, None, fresh_token_redial
+            )
         lived_from = trio.current_time()
         info: EndInfo | None = None
         had_handshake = False
         try:
             async with trio.open_nursery() as nursery:
                 try:
-                    ws = await upgrade(nursery, transport, self._endpoint, self._config, self._mint())
+                    ws = await upgrade(
+                        nursery, transport, self._endpoint, self._config, self._mint()
+                    )
                 except UpgradeRefused as exc:
                     # An HTTP-level refusal of our credentials reads like a 4401.
                     code = AUTH_CLOSE_CODE if exc.status in (401, 403) else None
@@ -362,7 +376,9 @@ class Relay:
                     OSError,
                 ) as exc:
                     nursery.cancel_scope.cancel()
-                    return self._dial_failed(f"upgrade failed: {_describe(exc)}", None, None, fresh_token_redial)
+                    return self._dial_failed(
+                        f"upgrade failed: {_describe(exc)}", None, None, fresh_token_redial
+                    )
                 conn = Connection(
                     ws=ws,
                     transport=transport,
@@ -380,7 +396,11 @@ class Relay:
                 with trio.move_on_after(self._config.handshake_timeout):
                     await conn.handshake_done.wait()
                 if conn.is_open and not conn.handshake_done.is_set():
-                    conn.end(EndInfo(f"handshake timeout: descriptors not received in {self._config.handshake_timeout:g} s"))
+                    conn.end(
+                        EndInfo(
+                            f"handshake timeout: descriptors not received in {self._config.handshake_timeout:g} s"
+                        )
+                    )
                 if conn.is_open:
                     had_handshake = True
                     lived_from = trio.current_time()
@@ -399,7 +419,11 @@ class Relay:
         self.stats.last_close_reason = info.reason
         logger.info(
             "relay %s: connection ended after %.3f s: %s (code %s, reason %r)",
-            self._endpoint, lived, info.cause, info.code, info.reason,
+            self._endpoint,
+            lived,
+            info.cause,
+            info.code,
+            info.reason,
         )
         if had_handshake:
             self._backoff.connection_ended(lived)
@@ -445,7 +469,9 @@ class Relay:
             if self._dormant_requested:
                 self._set_state(State.DORMANT, "went dormant; redial armed")
             elif not self._closing:
-                self._set_state(State.RECONNECTING, conn.end_info.cause if conn.end_info else "ended")
+                self._set_state(
+                    State.RECONNECTING, conn.end_info.cause if conn.end_info else "ended"
+                )
 
     # --- shutdown --------------------------------------------------------------------
 

@@ -52,7 +52,8 @@ def verify_token(token: str, secrets: dict[str, str], *, now: float) -> TokenChe
         return TokenCheck(False, None, "malformed")
     gateway_id, sep1, rest = raw.partition(":")
     exp_text, sep2, sig = rest.partition(":")
-    if not (sep1 and sep2) or not exp_text.isdigit():
+    # isascii: str.isdigit() also accepts digits such as '²' that int() refuses.
+    if not (sep1 and sep2) or not (exp_text.isascii() and exp_text.isdigit()):
         return TokenCheck(False, None, "malformed")
     secret = secrets.get(gateway_id)
     if secret is None:

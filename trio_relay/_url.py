@@ -31,6 +31,10 @@ def normalize_url(base_url: str) -> str:
         )
     if not parts.hostname:
         raise ValueError("relay URL has no host; expected e.g. https://connector.example")
+    try:
+        parts.port  # noqa: B018  # parsing it raises for a non-numeric or out-of-range port
+    except ValueError:
+        raise ValueError("relay URL has an invalid port; expected a number 1-65535") from None
     path = parts.path.rstrip("/")
     if not path.endswith(_SUFFIX):
         path += _SUFFIX
