@@ -12,20 +12,21 @@ next one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import trio
 import trio_websocket
 
 from . import _outcome
-from ._codec import FrameDecoder, RejectedFrame
-from ._config import RelayConfig
+from ._codec import FrameDecoder, RejectedFrame, encode_frame
+from ._config import Identity, RelayConfig
 from ._frames import (
     CONNECTOR_FRAMES,
     DescriptorFrame,
     Frame,
     GoingIdleAck,
+    Hello,
     InboundFrame,
     InterruptInbound,
     OutboundResult,
@@ -94,7 +95,6 @@ class Connection:
         nursery: trio.Nursery,
         config: RelayConfig,
         stats: RelayStats,
-        identities_expected: int,
         on_inbound: InboundSink,
         on_end: Callable[[Connection], None],
     ) -> None:
@@ -112,7 +112,7 @@ class Connection:
         )
         self.waiters: dict[str, Waiter] = {}
         self.descriptors: list[DescriptorFrame] = []
-        self._identities_expected = identities_expected
+        self._identities_expected = 0
         self.handshake_done = trio.Event()
         self.ended = trio.Event()
         self.end_info: EndInfo | None = None
@@ -120,6 +120,8 @@ class Connection:
         self._drained: trio.Event | None = None
         self._closing_info: EndInfo | None = None
         self.opened_at = trio.current_time()
+        self.up_at: float | None = None
+        """When the handshake completed; None until then."""
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -152,6 +154,24 @@ class Connection:
         self._wake_drain()
         self.ended.set()
         self._nursery.cancel_scope.cancel()
+
+    async def handshake(self, identities: Sequence[Identity], timeout: float) -> bool:
+        """Send one ``hello`` per identity and wait for as many descriptors.
+
+        True when the connection is up; false when it ended or timed out first (then it
+        has been ended).
+        """
+        self._identities_expected = len(identities)
+        for identity in identities:
+            hello = Hello(identity.platform, identity.bot_id, identity.command_manifest)
+            self.send_line(encode_frame(hello))
+        with trio.move_on_after(timeout):
+            await self.handshake_done.wait()
+        if self.is_open and not self.handshake_done.is_set():
+            self.end(EndInfo(f"handshake timeout: no descriptors within {timeout:g} s"))
+        if self.is_open:
+            self.up_at = trio.current_time()
+        return self.is_open
 
     @property
     def is_open(self) -> bool:
@@ -221,6 +241,10 @@ class Connection:
                     else:
                         self._dispatch(frame)
         except trio_websocket.ConnectionClosed as exc:
+            if self._closing_info is not None:
+                # Our own close() is under way: its closing handshake needs
+                # trio-websocket's reader alive, so let close() end the connection.
+                return
             self.end(_end_info("closed by peer", exc))
 
     def _dispatch(self, frame: Frame | RejectedFrame) -> None:
@@ -235,7 +259,7 @@ class Connection:
             self._on_inbound(frame)
         elif isinstance(frame, DescriptorFrame):
             self.descriptors.append(frame)
-            if len(self.descriptors) >= self._identities_expected:
+            if self._identities_expected and len(self.descriptors) >= self._identities_expected:
                 self.handshake_done.set()
         elif isinstance(frame, GoingIdleAck):
             self.idle_acked.set()

@@ -32,12 +32,12 @@ from ._backoff import Backoff
 from ._close import AUTH_CLOSE_CODE, NORMAL_CLOSE_CODE, ConnectionEnd, Verdict, classify
 from ._codec import encode_frame, encode_line
 from ._config import Identity, RelayConfig, UpgradeAuth
-from ._connection import Connection, EndInfo
+from ._connection import Connection
 from ._descriptor import Descriptor
 from ._dial import Endpoint, UpgradeRefused, open_transport, upgrade
 from ._errors import RelayClosed, RelayRevoked
 from ._event import MessageEvent
-from ._frames import FrameError, GoingIdle, Hello, InboundAck
+from ._frames import FrameError, GoingIdle, InboundAck
 from ._inbound import DeadLetter, InboundPipeline
 from ._outcome import Outcome
 from ._passthrough import PassthroughForward
@@ -94,6 +94,9 @@ class Relay:
         self._state = State.CONNECTING
         self._state_changed = trio.Event()
         self._conn: Connection | None = None
+        """The connection requests go to: open, handshake done."""
+        self._newest: Connection | None = None
+        """The newest open connection, handshake done or not (acks may use it)."""
         self._closing = False
         self.descriptors: dict[str, Descriptor] = {}
         self.default_platform: str | None = None
@@ -307,7 +310,9 @@ class Relay:
     # --- inbound plumbing ------------------------------------------------------------
 
     def _send_ack(self, buffer_id: str) -> bool:
-        conn = self._conn
+        # The newest open socket, handshake done or not: the connector replays buffered
+        # deliveries right after its descriptor, before we count ourselves connected.
+        conn = self._newest
         if conn is None or not conn.send_line(encode_frame(InboundAck(buffer_id))):
             return False
         self.stats.acks_sent += 1
@@ -349,14 +354,12 @@ class Relay:
         self.stats.dials += 1
         try:
             transport = await open_transport(self._endpoint, self._config)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-            return self._dial_failed(
-                f"connect failed: {_describe(exc)}", None, None, fresh_token_redial
-            )
-        lived_from = trio.current_time()
-        info: EndInfo | None = None
-        had_handshake = False
+        except _DIAL_ERRORS as exc:
+            cause = f"connect failed: {_describe(exc)}"
+            return self._dial_failed(cause, None, None, fresh_token_redial)
         try:
+            # The connection nursery: trio-websocket's reader, and our reader, writer and
+            # pinger. Connection.end() cancels it, including this body.
             async with trio.open_nursery() as nursery:
                 try:
                     ws = await upgrade(
@@ -367,52 +370,34 @@ class Relay:
                     code = AUTH_CLOSE_CODE if exc.status in (401, 403) else None
                     nursery.cancel_scope.cancel()
                     return self._dial_failed(str(exc), code, "unauthorized", fresh_token_redial)
-                except (
-                    trio_websocket.HandshakeError,
-                    trio_websocket.ConnectionClosed,
-                    trio.TooSlowError,
-                    trio.BrokenResourceError,
-                    trio.ClosedResourceError,
-                    OSError,
-                ) as exc:
+                except _DIAL_ERRORS as exc:
                     nursery.cancel_scope.cancel()
-                    return self._dial_failed(
-                        f"upgrade failed: {_describe(exc)}", None, None, fresh_token_redial
-                    )
+                    cause = f"upgrade failed: {_describe(exc)}"
+                    return self._dial_failed(cause, None, None, fresh_token_redial)
                 conn = Connection(
                     ws=ws,
                     transport=transport,
                     nursery=nursery,
                     config=self._config,
                     stats=self.stats,
-                    identities_expected=len(self._identities),
                     on_inbound=self._pipeline.submit,
                     on_end=self._connection_ended,
                 )
                 conn.start()
-                for identity in self._identities:
-                    hello = Hello(identity.platform, identity.bot_id, identity.command_manifest)
-                    conn.send_line(encode_frame(hello))
-                with trio.move_on_after(self._config.handshake_timeout):
-                    await conn.handshake_done.wait()
-                if conn.is_open and not conn.handshake_done.is_set():
-                    conn.end(
-                        EndInfo(
-                            f"handshake timeout: descriptors not received in {self._config.handshake_timeout:g} s"
-                        )
-                    )
-                if conn.is_open:
-                    had_handshake = True
-                    lived_from = trio.current_time()
+                self._newest = conn
+                if await conn.handshake(self._identities, self._config.handshake_timeout):
                     self._connection_up(conn)
                 await conn.ended.wait()
-                info = conn.end_info
-                had_handshake = had_handshake or bool(conn.descriptors)
         finally:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(transport)
-        assert info is not None
-        lived = trio.current_time() - lived_from
+        return self._connection_over(conn, fresh_token_redial)
+
+    def _connection_over(self, conn: Connection, fresh_token_redial: bool) -> ConnectionEnd:
+        info = conn.end_info
+        assert info is not None, "the connection nursery exits only through Connection.end"
+        had_handshake = bool(conn.descriptors)
+        lived = trio.current_time() - (conn.up_at or conn.opened_at)
         if not info.by_us:
             self.stats.drops[info.cause.split(":")[0]] += 1
         self.stats.last_close_code = info.code
@@ -425,7 +410,7 @@ class Relay:
             info.code,
             info.reason,
         )
-        if had_handshake:
+        if conn.up_at is not None:
             self._backoff.connection_ended(lived)
         return ConnectionEnd(info.code, info.reason, had_handshake, fresh_token_redial, info.by_us)
 
@@ -464,6 +449,8 @@ class Relay:
     def _connection_ended(self, conn: Connection) -> None:
         # Called synchronously by whichever task saw the end, so that requests made
         # from now on fail at once instead of queueing on a dead socket.
+        if self._newest is conn:
+            self._newest = None
         if self._conn is conn:
             self._conn = None
             if self._dormant_requested:
@@ -483,6 +470,16 @@ class Relay:
                 await conn.wait_drained()
             await conn.close(NORMAL_CLOSE_CODE, "gateway closing", "closed by us", by_us=True)
         self._set_state(State.CLOSED, "relay closed")
+
+
+_DIAL_ERRORS = (
+    OSError,  # refused, unreachable, TLS failures (ssl.SSLError)
+    trio.TooSlowError,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    trio_websocket.HandshakeError,
+    trio_websocket.ConnectionClosed,
+)
 
 
 def _outcome_label(outcome: Outcome) -> str:

@@ -1,0 +1,332 @@
+"""The reference connector: a real WebSocket server speaking the connector side of
+CONTRACT.md, with every fault a gateway must survive one method call away.
+
+It serves tests (the library's and its users'), the benchmarks and the
+``trio-relay connector`` command, so it is built like a real server, not a mock: real
+TCP on loopback, real trio-websocket framing, replies batched through the same
+:class:`~trio_relay._outbox.Outbox` the gateway uses, frames decoded with the same
+sans-I/O codec. What makes it a *testing* connector is that it records what it saw and
+lets the caller misbehave on purpose: close with any code, reset TCP, fall silent, delay,
+withhold or drop results, refuse or revoke authentication, stop and restart listening.
+
+Structure: :class:`~._protocol.ConnectorProtocol` (what frames mean, what is recorded)
+is the base; :class:`ReferenceConnector` adds the listener, the live sessions and the
+fault controls. Each TCP connection is a :class:`~._session.Session` with its own
+nursery; the listener and all sessions live in the nursery of :func:`open_connector`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import NoReturn
+
+import trio
+
+from .._frames import InboundFrame, InterruptInbound
+from ._protocol import ConnectorProtocol, JsonObject, OutboundHandler
+from ._session import CLOSE_TIMEOUT, Session
+
+logger = logging.getLogger("trio_relay.testing.connector")
+
+GOING_AWAY = 1001
+MAX_QUEUED_FRAMES = 1 << 20
+
+
+class ReferenceConnector(ConnectorProtocol):
+    """A running connector; obtain one from :func:`open_connector`.
+
+    Fault methods act on the *current* session (the latest one still open) unless given
+    a session, and raise ``RuntimeError`` when there is none. ``kills`` holds the
+    ``time.monotonic()`` of every fault injected (close, abort, go_silent, revoke of a
+    connected gateway, stop), for benchmarks that time the gateway's reaction.
+    """
+
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        *,
+        secrets: dict[str, str] | None,
+        descriptors: dict[str, JsonObject] | None,
+        outbound_handler: OutboundHandler | None,
+        host: str,
+        port: int,
+        clock: Callable[[], float],
+        max_message_bytes: int,
+        record: bool,
+    ) -> None:
+        super().__init__(
+            secrets=secrets,
+            descriptors=descriptors,
+            outbound_handler=outbound_handler,
+            clock=clock,
+            record=record,
+        )
+        self._nursery = nursery
+        self._host = host
+        self.port = port
+        self.max_message_bytes = max_message_bytes
+        self.kills: list[float] = []
+        self._live: set[Session] = set()  # every TCP connection being served, any stage
+        self._listen_scope: trio.CancelScope | None = None
+        self._listening_done = trio.Event()
+
+    # --- addresses and state ----------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The base URL a gateway is configured with (it appends ``/relay`` itself)."""
+        return f"http://{self._netloc}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://{self._netloc}/relay"
+
+    @property
+    def _netloc(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"{host}:{self.port}"
+
+    @property
+    def current(self) -> Session | None:
+        """The latest session still open (refused upgrades never count)."""
+        for session in reversed(self.sessions):
+            if session.is_open:
+                return session
+        return None
+
+    @property
+    def listening(self) -> bool:
+        return self._listen_scope is not None
+
+    @property
+    def results_dropped(self) -> int:
+        """Results never sent: dropped on purpose, or released onto a closed session."""
+        return self.results.dropped
+
+    # --- live frames ------------------------------------------------------------------
+
+    async def send_inbound(self, event: JsonObject, *, session: Session | None = None) -> None:
+        """Send a live, unbuffered ``inbound``; returns once it was handed to the socket
+        (or the session ended first, in which case it is lost)."""
+        await self._target(session).send_and_wait(InboundFrame(event))
+
+    async def send_interrupt(
+        self, session_key: str, chat_id: str, *, session: Session | None = None
+    ) -> None:
+        await self._target(session).send_and_wait(InterruptInbound(session_key, chat_id))
+
+    async def inject_raw(self, text: str | bytes, *, session: Session | None = None) -> None:
+        """Send one WebSocket message verbatim (a text message for ``str``, binary for
+        ``bytes``), not batched with other frames: for malformed-frame tests."""
+        await self._target(session).send_raw(text)
+
+    # --- faults -----------------------------------------------------------------------
+
+    def _target(self, session: Session | None) -> Session:
+        target = session if session is not None else self.current
+        if target is None:
+            raise RuntimeError("the reference connector has no open session")
+        return target
+
+    async def close(self, code: int, reason: str = "", session: Session | None = None) -> None:
+        """Close the session's WebSocket with ``code``; returns when it is over."""
+        target = self._target(session)
+        self.kills.append(time.monotonic())
+        target.request_close(code, reason)
+        await target.closed.wait()
+
+    async def abort(self, session: Session | None = None) -> None:
+        """Reset the session's TCP connection (RST); the gateway sees no close frame."""
+        target = self._target(session)
+        self.kills.append(time.monotonic())
+        target.abort()
+        await target.closed.wait()
+
+    def go_silent(self, session: Session | None = None) -> None:
+        """Stop reading, writing and answering pings, keeping TCP open: a stalled peer."""
+        target = self._target(session)
+        self.kills.append(time.monotonic())
+        target.silence()
+
+    def resume_session(self, session: Session | None = None) -> None:
+        """Undo :meth:`go_silent`; bytes that arrived meanwhile are processed then."""
+        self._target(session).resume()
+
+    def delay_results(self, seconds: float) -> None:
+        """Send each later ``outbound_result`` ``seconds`` after it was ready (0: off)."""
+        self.results.delay = seconds
+
+    def withhold_results(self) -> None:
+        """Hold ``outbound_result`` frames until :meth:`release_results`."""
+        self.results.withholding = True
+
+    def release_results(self) -> None:
+        """Send every withheld result (to sessions still open) and stop withholding."""
+        self.results.release()
+
+    def drop_results(self, drop: bool = True) -> None:
+        """Never answer ``outbound`` frames while ``drop`` is set."""
+        self.results.dropping = drop
+
+    def revoke(self, gateway_id: str) -> None:
+        """Close ``gateway_id``'s sessions with 4401 "revoked"; its future upgrades are
+        refused with 4401 "unauthorized"."""
+        self.upgrades.revoked.add(gateway_id)
+        targets = [s for s in self._live if s.gateway_id == gateway_id and s.is_open]
+        if targets:
+            self.kills.append(time.monotonic())
+        for session in targets:
+            session.request_close(4401, "revoked")
+
+    def unrevoke(self, gateway_id: str) -> None:
+        self.upgrades.revoked.discard(gateway_id)
+
+    def refuse_upgrades(self, count: int, code: int = 4401, reason: str = "unauthorized") -> None:
+        """Accept the next ``count`` upgrades, then close each at once with ``code``."""
+        self.upgrades.refuse_next(count, code, reason)
+
+    # --- listening --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen (again) on ``port``; the first start with port 0 picks one."""
+        if self._listen_scope is not None:
+            raise RuntimeError("the reference connector is already listening")
+        await self._nursery.start(self._listen)
+
+    async def stop(self, *, abort: bool = True) -> None:
+        """Stop listening and end every session: a reset if ``abort``, else a 1001
+        close. Returns once every session is over; :meth:`start` listens again."""
+        self.kills.append(time.monotonic())
+        await self._shutdown(abort=abort)
+
+    async def serve_forever(self) -> NoReturn:
+        """Keep serving until cancelled (for the ``trio-relay connector`` command)."""
+        await trio.sleep_forever()
+
+    async def _shutdown(self, *, abort: bool) -> None:
+        if self._listen_scope is not None:
+            self._listen_scope.cancel()
+            await self._listening_done.wait()
+        live = list(self._live)
+        for session in live:
+            if abort:
+                session.abort()
+            else:
+                session.request_close(GOING_AWAY, "going away")
+        for session in live:
+            await session.closed.wait()
+
+    async def _listen(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self._listening_done = trio.Event()
+        listeners = await trio.open_tcp_listeners(self.port, host=self._host)
+        try:
+            self.port = listeners[0].socket.getsockname()[1]
+            with trio.CancelScope() as scope:
+                self._listen_scope = scope
+                task_status.started()
+                # Sessions go to the connector's nursery, not the listener's, so that
+                # stop() can end them its own way (RST or 1001) after listening stops.
+                await trio.serve_listeners(self._serve, listeners, handler_nursery=self._nursery)
+        finally:
+            # No await in here: a checkpoint in a cancelled task would raise before the
+            # event is set, and stop() would wait for it forever.
+            self._listen_scope = None
+            for listener in listeners:
+                listener.socket.close()
+            self._listening_done.set()
+
+    async def _serve(self, stream: trio.SocketStream) -> None:
+        session = Session(
+            -1,  # numbered when its upgrade is accepted
+            stream,
+            max_message_bytes=self.max_message_bytes,
+            max_queued_frames=MAX_QUEUED_FRAMES,
+        )
+        self._live.add(session)
+        try:
+            await session.run(self._admit, self._on_payload, self._on_open)
+        except Exception:
+            # One session's failure is that session's end, never the server's.
+            logger.exception("%r failed", session)
+        finally:
+            self._live.discard(session)
+            self._notify()
+
+
+@asynccontextmanager
+async def open_connector(
+    *,
+    secrets: dict[str, str] | None = None,
+    descriptors: dict[str, JsonObject] | None = None,
+    outbound_handler: OutboundHandler | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    clock: Callable[[], float] = time.time,
+    max_message_bytes: int = 1 << 20,
+    record: bool = True,
+) -> AsyncIterator[ReferenceConnector]:
+    """Run a reference connector listening on ``host:port`` for the block's duration.
+
+    ``secrets`` (gateway id -> secret) turns on upgrade authentication, checked against
+    ``clock()`` (unix seconds); ``None`` accepts any upgrade as gateway "anonymous".
+    ``descriptors`` overrides descriptor keys per platform. ``outbound_handler`` answers
+    ``outbound`` frames instead of the default ``{"success": True, "message_id": ...}``.
+    Leaving the block closes every session with 1001 (bounded) and stops listening.
+    """
+    error: Exception | None = None
+    async with trio.open_nursery() as nursery:
+        connector = ReferenceConnector(
+            nursery,
+            secrets=secrets,
+            descriptors=descriptors,
+            outbound_handler=outbound_handler,
+            host=host,
+            port=port,
+            clock=clock,
+            max_message_bytes=max_message_bytes,
+            record=record,
+        )
+        try:
+            await connector.start()
+            yield connector
+        except Exception as exc:
+            # Re-raised below, outside the nursery, so that the caller sees its own
+            # exception (or the bind error) rather than an ExceptionGroup around it.
+            error = exc
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
+                await connector._shutdown(abort=False)
+            nursery.cancel_scope.cancel()
+    if error is not None:
+        raise error
+
+
+async def serve_connector(
+    *,
+    secrets: dict[str, str] | None = None,
+    descriptors: dict[str, JsonObject] | None = None,
+    outbound_handler: OutboundHandler | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    clock: Callable[[], float] = time.time,
+    max_message_bytes: int = 1 << 20,
+    record: bool = True,
+    task_status: trio.TaskStatus[ReferenceConnector] = trio.TASK_STATUS_IGNORED,
+) -> NoReturn:
+    """Serve until cancelled; ``await nursery.start(serve_connector, ...)`` returns the
+    listening :class:`ReferenceConnector`. Prints nothing."""
+    async with open_connector(
+        secrets=secrets,
+        descriptors=descriptors,
+        outbound_handler=outbound_handler,
+        host=host,
+        port=port,
+        clock=clock,
+        max_message_bytes=max_message_bytes,
+        record=record,
+    ) as connector:
+        task_status.started(connector)
+        await connector.serve_forever()

@@ -1,0 +1,103 @@
+"""The reference connector's controllable behaviour: who may connect, how results flow.
+
+:class:`UpgradePolicy` decides each upgrade (path, bearer token, revocations, injected
+refusals); :class:`ResultPolicy` decides what happens to each ``outbound_result``
+(sent now, delayed, withheld until released, or dropped). Both are plain state that the
+connector's public fault methods flip; neither does I/O itself.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import trio
+
+from .._frames import OutboundResult
+from .._token import verify_token
+from ._session import ANONYMOUS, Admission, Session
+
+RELAY_PATH = "/relay"
+AUTH_CLOSE_CODE = 4401
+EXPIRED = "expired"
+UNAUTHORIZED = "unauthorized"
+
+
+def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
+    """The token of an ``Authorization: Bearer`` header, if there is one."""
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").strip().partition(" ")
+            if scheme.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None
+
+
+class UpgradePolicy:
+    def __init__(self, secrets: dict[str, str] | None, clock: Callable[[], float]) -> None:
+        self.secrets = secrets
+        self.clock = clock
+        self.revoked: set[str] = set()
+        self._refusals: collections.deque[tuple[int, str]] = collections.deque()
+
+    def refuse_next(self, count: int, code: int, reason: str) -> None:
+        self._refusals.extend([(code, reason)] * count)
+
+    def admit(self, path: str, headers: list[tuple[bytes, bytes]]) -> Admission:
+        if urlsplit(path).path.rstrip("/") != RELAY_PATH:
+            return Admission(http_status=404)
+        if self._refusals:
+            # Injected refusals come first: they model a connector that is not ready for
+            # this gateway yet (a provisioning race), whatever its credentials.
+            return Admission(refuse=self._refusals.popleft())
+        if self.secrets is None:
+            gateway_id = ANONYMOUS
+        else:
+            check = verify_token(bearer_token(headers) or "", self.secrets, now=self.clock())
+            if not check.ok:
+                reason = EXPIRED if check.reason == EXPIRED else UNAUTHORIZED
+                return Admission(
+                    gateway_id=check.gateway_id or ANONYMOUS,
+                    refuse=(AUTH_CLOSE_CODE, reason),
+                )
+            gateway_id = check.gateway_id or ANONYMOUS
+        if gateway_id in self.revoked:
+            return Admission(gateway_id=gateway_id, refuse=(AUTH_CLOSE_CODE, UNAUTHORIZED))
+        return Admission(gateway_id=gateway_id)
+
+
+class ResultPolicy:
+    def __init__(self) -> None:
+        self.delay = 0.0
+        self.withholding = False
+        self.dropping = False
+        self.held: list[tuple[Session, OutboundResult]] = []
+        self.dropped = 0
+        """Results never sent: dropped on purpose, or released onto a closed session."""
+
+    def route(self, session: Session, reply: OutboundResult) -> None:
+        if self.dropping:
+            self.dropped += 1
+        elif self.withholding:
+            self.held.append((session, reply))
+        elif self.delay > 0:
+            session.start_soon(_send_later, session, reply, self.delay)
+        else:
+            session.send(reply)
+
+    def release(self) -> None:
+        self.withholding = False
+        held, self.held = self.held, []
+        for session, reply in held:
+            if session.is_open:
+                session.send(reply)
+            else:
+                # The session that asked is gone; a real connector could not answer it
+                # either, and the gateway has already given the request an outcome.
+                self.dropped += 1
+
+
+async def _send_later(session: Session, reply: OutboundResult, delay: float) -> None:
+    await trio.sleep(delay)
+    session.send(reply)

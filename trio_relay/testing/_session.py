@@ -1,0 +1,372 @@
+"""One WebSocket session of the reference connector: the socket, its tasks, its end.
+
+A :class:`Session` owns everything one accepted TCP connection needs: the raw
+``trio.SocketStream`` (so a test can reset it or make it fall silent), the
+trio-websocket connection layered on a :class:`GatedStream`, an :class:`Outbox` with its
+writer task, and a nursery that holds all of them. However the session ends (the peer
+closes, the socket dies, the connector closes or resets it) the nursery is cancelled, so
+nothing of it outlives the socket.
+
+This module knows nothing of the relay protocol beyond "payloads in, lines out": the
+connector decides what an upgrade is worth (:class:`Admission`) and what a payload means.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import struct
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    WebSocketConnection,
+    WebSocketRequest,
+    wrap_server_stream,
+)
+
+from .._codec import FrameDecoder, encode_frame
+from .._frames import GATEWAY_FRAMES, Frame, Hello
+from .._outbox import Line, Outbox
+
+logger = logging.getLogger("trio_relay.testing.connector")
+
+ANONYMOUS = "anonymous"
+"""The gateway id of sessions when the connector requires no authentication."""
+
+CLOSE_TIMEOUT = 2.0
+"""How long a close we initiate waits for the peer's closing frame before dropping TCP."""
+
+_RECEIVE_BYTES = 1 << 16
+# trio-websocket's default queue of one message couples its protocol reader to ours;
+# a little slack lets it keep parsing (and answering pings) while we dispatch.
+_MESSAGE_QUEUE = 16
+
+
+class GatedStream(trio.abc.Stream):
+    """A pass-through stream that can be made to stop moving bytes in both directions.
+
+    trio-websocket answers pings from its own reader task, so silencing a session at the
+    WebSocket layer is impossible; gating the byte stream underneath it is what makes a
+    "silent peer" really silent: no pong, no frame, no close, while the TCP connection
+    stays up and the kernel keeps acknowledging. Bytes that arrive while closed are held,
+    not handed up, and are processed in order once the gate reopens.
+    """
+
+    def __init__(self, inner: trio.SocketStream) -> None:
+        self.inner = inner
+        self.is_open = True
+        self._lot = trio.lowlevel.ParkingLot()
+        self.finished = trio.Event()
+        """Set once the underlying stream ended (EOF, error, or closed by anyone)."""
+
+    def close_gate(self) -> None:
+        self.is_open = False
+
+    def open_gate(self) -> None:
+        self.is_open = True
+        self._lot.unpark_all()
+
+    async def _pass(self) -> None:
+        while not self.is_open:
+            await self._lot.park()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._pass()
+        try:
+            await self.inner.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.finished.set()
+            raise
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._pass()
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        await self._pass()
+        try:
+            data = await self.inner.receive_some(max_bytes)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.finished.set()
+            raise
+        if not data:
+            self.finished.set()
+        # The gate may have closed while we were blocked in the kernel: hold the bytes.
+        await self._pass()
+        return data
+
+    async def aclose(self) -> None:
+        self.finished.set()
+        await self.inner.aclose()
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The connector's verdict on an upgrade request.
+
+    ``http_status`` set: refuse the upgrade itself with that status (no WebSocket).
+    ``refuse`` set: accept the upgrade, then close at once with (code, reason), before
+    any frame, which is how the contract says a connector rejects authentication.
+    """
+
+    gateway_id: str = ANONYMOUS
+    http_status: int | None = None
+    refuse: tuple[int, str] | None = None
+
+
+class _TrackedLine:
+    """A line whose sender waits until it was handed to the socket (or the session died)."""
+
+    __slots__ = ("done", "line")
+    abandoned = False
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+        self.done = trio.Event()
+
+    def mark_written(self) -> None:
+        self.done.set()
+
+
+Admit = Callable[["Session", WebSocketRequest], Admission]
+OnPayload = Callable[["Session", "str | bytes"], None]
+
+
+class Session:
+    """One accepted WebSocket session of the reference connector.
+
+    ``closed`` is set when the session is over; ``close_code``/``close_reason`` then say
+    how: the code we sent when we closed it, the peer's code when it closed, ``1006``
+    when the socket just died or was reset (``close_reason == "aborted"`` for a reset we
+    injected). ``refused`` holds the reason of an upgrade accepted only to be closed.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        stream: trio.SocketStream,
+        *,
+        max_message_bytes: int,
+        max_queued_frames: int,
+    ) -> None:
+        self.index = index
+        self.stream = stream
+        self.gateway_id = ANONYMOUS
+        self.ws: WebSocketConnection | None = None
+        self.closed = trio.Event()
+        self.close_code: int | None = None
+        self.close_reason: str | None = None
+        self.refused: str | None = None
+        self.hellos: list[Hello] = []
+        self.handshaken = False
+        """True once the session got its first descriptor."""
+        self.idle = False
+        """True after the gateway sent ``going_idle``: buffered-only delivery."""
+        self.outbox = Outbox(max_frames=max_queued_frames, max_message_bytes=max_message_bytes)
+        self.decoder = FrameDecoder(GATEWAY_FRAMES, max_line_bytes=max_message_bytes)
+        self._max_message_bytes = max_message_bytes
+        self._gate = GatedStream(stream)
+        self._end = trio.Event()
+        self._our_close: tuple[int, str] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._tracked: set[_TrackedLine] = set()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed.is_set() else "open"
+        return f"<Session #{self.index} {self.gateway_id} {state}>"
+
+    @property
+    def is_open(self) -> bool:
+        """Accepted, not refused, and not (being) ended."""
+        return (
+            self.ws is not None
+            and self.refused is None
+            and not self._end.is_set()
+            and not self.closed.is_set()
+        )
+
+    @property
+    def peer(self) -> tuple[str, int]:
+        """The gateway's address as the connector's socket sees it (while it is open)."""
+        host, port, *_ = self.stream.socket.getpeername()
+        return host, port
+
+    @property
+    def silent(self) -> bool:
+        return not self._gate.is_open
+
+    # --- sending ----------------------------------------------------------------------
+
+    def send(self, frame: Frame) -> None:
+        """Queue ``frame`` for the writer task (batched with whatever else is queued)."""
+        if not self.outbox.put(Line(encode_frame(frame))):
+            logger.warning("%r: outbox full, dropped a %s frame", self, frame.TYPE)
+
+    async def send_and_wait(self, frame: Frame) -> None:
+        """Queue ``frame`` and return once it was handed to the socket, or the session
+        ended (a live frame on a dying session is lost, as on a real connector)."""
+        item = _TrackedLine(encode_frame(frame))
+        if self.closed.is_set() or not self.outbox.put(item):
+            return
+        self._tracked.add(item)
+        try:
+            await item.done.wait()
+        finally:
+            self._tracked.discard(item)
+
+    async def send_raw(self, message: str | bytes) -> None:
+        """Send one WebSocket message verbatim, outside the outbox's batching (so it is
+        not joined to other lines). Frames already handed to the writer go first, since
+        trio-websocket serialises sends in FIFO order."""
+        if self.ws is None or not self.is_open:
+            raise RuntimeError(f"{self!r} is not open")
+        await self.ws.send_message(message)
+
+    def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Run ``fn`` inside the session, so it is cancelled when the session ends."""
+        if self._nursery is not None and not self.closed.is_set():
+            self._nursery.start_soon(fn, *args)
+
+    # --- faults -----------------------------------------------------------------------
+
+    def silence(self) -> None:
+        self._gate.close_gate()
+
+    def resume(self) -> None:
+        self._gate.open_gate()
+
+    def request_close(self, code: int, reason: str) -> None:
+        """Ask the session to close with ``code``; ``await closed.wait()`` for the end."""
+        if self._end.is_set():
+            return
+        self._our_close = (code, reason)
+        self._record_end(code, reason)
+        self._end.set()
+        if self.ws is None and self._nursery is not None:
+            # Not upgraded yet: there is no WebSocket to close, only TCP.
+            self._nursery.cancel_scope.cancel()
+
+    def abort(self) -> None:
+        """Reset the TCP connection now (RST, not FIN) and end the session."""
+        if self.closed.is_set():
+            return
+        self._record_end(1006, "aborted")
+        sock = self.stream.socket
+        # Linger on, timeout 0: close() discards unsent data and sends RST. (OSError:
+        # the socket is already closed, and there is nothing left to reset.)
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        # Closing the trio socket wakes every task blocked on it (ClosedResourceError).
+        sock.close()
+        self._end.set()
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    # --- lifetime ---------------------------------------------------------------------
+
+    async def run(
+        self, admit: Admit, on_payload: OnPayload, on_open: Callable[[Session], None]
+    ) -> None:
+        """Serve the session until it ends. Exceptions of this session propagate to the
+        caller, which logs them; they never reach other sessions."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                if self._end.is_set():  # stopped before it even started
+                    nursery.cancel_scope.cancel()
+                nursery.start_soon(self._watch_stream)
+                request = await wrap_server_stream(
+                    nursery,
+                    self._gate,
+                    message_queue_size=_MESSAGE_QUEUE,
+                    max_message_size=self._max_message_bytes,
+                    receive_buffer_size=_RECEIVE_BYTES,
+                )
+                ws = await self._upgrade(request, admit(self, request))
+                if ws is not None:
+                    on_open(self)
+                    nursery.start_soon(self._read, ws, on_payload)
+                    nursery.start_soon(self._write, ws)
+                    await self._end.wait()
+                    await self._finish(ws)
+                nursery.cancel_scope.cancel()
+        finally:
+            if self.close_code is None:
+                self._record_end(1006, None)
+            for item in self._tracked:
+                item.done.set()
+            # Synchronous close (no checkpoint) so that a cancelled task still reaches
+            # closed.set(); close() on a trio socket wakes anyone still blocked on it.
+            self.stream.socket.close()
+            self.closed.set()
+
+    async def _upgrade(
+        self, request: WebSocketRequest, admission: Admission
+    ) -> WebSocketConnection | None:
+        if admission.http_status is not None:
+            await request.reject(admission.http_status, body=b"not found\n")
+            return None
+        self.gateway_id = admission.gateway_id
+        ws = await request.accept()
+        self.ws = ws
+        if admission.refuse is not None:
+            code, reason = admission.refuse
+            self.refused = reason
+            self._our_close = admission.refuse
+            self._record_end(code, reason)
+            await self._close_ws(ws, code, reason)
+            return None
+        return ws
+
+    async def _watch_stream(self) -> None:
+        # Whatever stage the session is in, a dead TCP stream ends it; before the
+        # upgrade this is the only thing that notices (trio-websocket's request future
+        # is never resolved when the peer sends garbage or hangs up mid-request).
+        await self._gate.finished.wait()
+        if self.ws is None and self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        self._peer_ended()
+
+    async def _read(self, ws: WebSocketConnection, on_payload: OnPayload) -> None:
+        try:
+            while True:
+                on_payload(self, await ws.get_message())
+        except ConnectionClosed:
+            self._peer_ended()
+
+    async def _write(self, ws: WebSocketConnection) -> None:
+        try:
+            await self.outbox.run_writer(ws.send_message)
+        except ConnectionClosed:
+            self._peer_ended()
+
+    def _peer_ended(self) -> None:
+        if self._end.is_set():
+            return
+        reason = self.ws.closed if self.ws is not None else None
+        if reason is not None:
+            self._record_end(reason.code, reason.reason)
+        else:
+            self._record_end(1006, None)
+        self._end.set()
+
+    async def _finish(self, ws: WebSocketConnection) -> None:
+        if self._our_close is not None and ws.closed is None:
+            await self._close_ws(ws, *self._our_close)
+
+    async def _close_ws(self, ws: WebSocketConnection, code: int, reason: str) -> None:
+        # An explicit close overrides silence: the closing frame must be able to leave,
+        # and the peer's answer to arrive.
+        self._gate.open_gate()
+        with trio.move_on_after(CLOSE_TIMEOUT):
+            await ws.aclose(code, reason or None)
+
+    def _record_end(self, code: int, reason: str | None) -> None:
+        if self.close_code is None:
+            self.close_code = code
+            self.close_reason = reason
