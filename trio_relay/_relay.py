@@ -398,10 +398,6 @@ class Relay:
         assert info is not None, "the connection nursery exits only through Connection.end"
         had_handshake = bool(conn.descriptors)
         lived = trio.current_time() - (conn.up_at or conn.opened_at)
-        if not info.by_us:
-            self.stats.drops[info.cause.split(":")[0]] += 1
-        self.stats.last_close_code = info.code
-        self.stats.last_close_reason = info.reason
         logger.info(
             "relay %s: connection ended after %.3f s: %s (code %s, reason %r)",
             self._endpoint,
@@ -449,6 +445,12 @@ class Relay:
     def _connection_ended(self, conn: Connection) -> None:
         # Called synchronously by whichever task saw the end, so that requests made
         # from now on fail at once instead of queueing on a dead socket.
+        info = conn.end_info
+        assert info is not None
+        if not info.by_us:
+            self.stats.drops[info.cause.split(":")[0]] += 1
+        self.stats.last_close_code = info.code
+        self.stats.last_close_reason = info.reason
         if self._newest is conn:
             self._newest = None
         if self._conn is conn:
@@ -456,9 +458,7 @@ class Relay:
             if self._dormant_requested:
                 self._set_state(State.DORMANT, "went dormant; redial armed")
             elif not self._closing:
-                self._set_state(
-                    State.RECONNECTING, conn.end_info.cause if conn.end_info else "ended"
-                )
+                self._set_state(State.RECONNECTING, info.cause)
 
     # --- shutdown --------------------------------------------------------------------
 
