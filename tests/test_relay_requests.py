@@ -61,7 +61,7 @@ async def test_platform_tagging_names_the_identity(connector: ReferenceConnector
     tagged, untagged = connector.outbound
     assert (tagged.platform, tagged.bot_id) == ("discord", "D9")
     assert (untagged.platform, untagged.bot_id) == (None, None)
-    hellos = [s.hellos for s in connector.sessions][0]
+    hellos = connector.sessions[0].hellos
     assert [(h.platform, h.bot_id) for h in hellos] == [("slack", "B1"), ("discord", "D9")]
 
 
