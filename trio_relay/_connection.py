@@ -64,18 +64,22 @@ class Waiter:
     caller sleeps on. Exactly one :class:`Outcome` is ever recorded.
     """
 
-    __slots__ = ("abandoned", "done", "line", "outcome", "request_id", "written")
+    __slots__ = ("abandoned", "done", "line", "may_have_left", "outcome", "request_id")
 
     def __init__(self, request_id: str, line: str) -> None:
         self.request_id = request_id
         self.line = line
-        self.written = False
+        self.may_have_left = False
+        """True from the moment the writer starts writing the frame's message."""
         self.abandoned = False
         self.outcome: Outcome | None = None
         self.done = trio.Event()
 
+    def mark_sending(self) -> None:
+        self.may_have_left = True
+
     def mark_written(self) -> None:
-        self.written = True
+        pass  # may_have_left already says all an outcome needs
 
     def resolve(self, outcome: Outcome) -> None:
         if self.outcome is None:
@@ -144,7 +148,7 @@ class Connection:
         waiters, self.waiters = self.waiters, {}
         detail = info.cause
         for waiter in waiters.values():
-            if waiter.written:
+            if waiter.may_have_left:
                 waiter.resolve(_outcome.connection_lost(detail))
             else:
                 waiter.abandoned = True
@@ -199,7 +203,7 @@ class Connection:
                 self.waiters.pop(request_id, None)
                 self._wake_drain()
         if waiter.outcome is None:
-            waiter.outcome = _outcome.timed_out(timeout, written=waiter.written)
+            waiter.outcome = _outcome.timed_out(timeout, written=waiter.may_have_left)
         return waiter.outcome
 
     def send_line(self, line: str) -> bool:

@@ -26,6 +26,10 @@ class Outgoing(Protocol):
     abandoned: bool
     """Set by the sender when it no longer wants the line sent (cancelled, timed out)."""
 
+    def mark_sending(self) -> None:
+        """Called right before the message carrying the line is written: from here on
+        the peer may get it, even if the write then fails or the sender gives up."""
+
     def mark_written(self) -> None:
         """Called right after the message carrying the line was handed to the socket."""
 
@@ -38,6 +42,9 @@ class Line:
 
     def __init__(self, line: str) -> None:
         self.line = line
+
+    def mark_sending(self) -> None:
+        pass
 
     def mark_written(self) -> None:
         pass
@@ -79,9 +86,10 @@ class Outbox:
     async def run_writer(self, send: Callable[[str], Awaitable[None]]) -> None:
         """Write queued lines through ``send`` forever; ends only by exception/cancel.
 
-        An item is marked written only after ``send`` returned for its message: if the
-        send fails or is cancelled the message never reached the socket whole, so the
-        peer cannot have acted on any frame in it.
+        Each item is marked *sending* before its message is written and *written*
+        after. A failed or cancelled write may still have delivered the message, and a
+        sender that gives up mid-write cannot stop it, so from ``mark_sending`` on the
+        frame's fate is unknown; before it, the frame certainly never left.
         """
         while True:
             if not self._queue:
@@ -100,7 +108,14 @@ class Outbox:
                         break
                     size += n
                     end += 1
-                group = batch[start:end]
+                # Filtered again per message: a sender may have given up while an
+                # earlier message of this batch was being written.
+                group = [item for item in batch[start:end] if not item.abandoned]
+                start = end
+                if not group:
+                    continue
+                for item in group:
+                    item.mark_sending()
                 await send("".join(item.line for item in group))
                 self.messages_sent += 1
                 self.frames_sent += len(group)
@@ -108,4 +123,3 @@ class Outbox:
                     self._on_sent(len(group))
                 for item in group:
                     item.mark_written()
-                start = end

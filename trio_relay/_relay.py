@@ -26,13 +26,14 @@ from typing import Any
 
 import trio
 import trio_websocket
+from wsproto.utilities import LocalProtocolError
 
 from . import _outcome
 from ._backoff import Backoff
 from ._close import AUTH_CLOSE_CODE, NORMAL_CLOSE_CODE, ConnectionEnd, Verdict, classify
 from ._codec import encode_frame, encode_line
 from ._config import Identity, RelayConfig, UpgradeAuth
-from ._connection import Connection
+from ._connection import Connection, EndInfo
 from ._descriptor import Descriptor
 from ._dial import Endpoint, UpgradeRefused, open_transport, upgrade
 from ._errors import RelayClosed, RelayRevoked
@@ -357,6 +358,7 @@ class Relay:
         except _DIAL_ERRORS as exc:
             cause = f"connect failed: {_describe(exc)}"
             return self._dial_failed(cause, None, None, fresh_token_redial)
+        conn: Connection | None = None
         try:
             # The connection nursery: trio-websocket's reader, and our reader, writer and
             # pinger. Connection.end() cancels it, including this body.
@@ -388,6 +390,13 @@ class Relay:
                 if await conn.handshake(self._identities, self._config.handshake_timeout):
                     self._connection_up(conn)
                 await conn.ended.wait()
+        except BaseExceptionGroup as group:
+            # trio-websocket's reader task dies with wsproto's LocalProtocolError when the
+            # peer pings while our close is under way (no Pong may follow our Close). That
+            # ends this connection, never the relay.
+            if conn is None or group.split(LocalProtocolError)[1] is not None:
+                raise
+            conn.end(EndInfo(f"protocol error: {group.exceptions[0]}"))
         finally:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(transport)
@@ -491,8 +500,15 @@ def _outcome_label(outcome: Outcome) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    # Follow the explicit cause: a failed TLS verification reaches us as a bare
+    # BrokenResourceError whose __cause__ (ssl.SSLCertVerificationError) says why.
+    parts: list[str] = []
+    current: BaseException | None = exc
+    while current is not None and len(parts) < 3:
+        text = str(current)
+        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
+        current = current.__cause__
+    return ", caused by ".join(parts)
 
 
 @asynccontextmanager

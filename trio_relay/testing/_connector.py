@@ -18,16 +18,22 @@ nursery; the listener and all sessions live in the nursery of :func:`open_connec
 from __future__ import annotations
 
 import logging
+import ssl
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import NoReturn
 
 import trio
+from wsproto.utilities import LocalProtocolError
 
 from .._frames import InboundFrame, InterruptInbound
 from ._protocol import ConnectorProtocol, JsonObject, OutboundHandler
 from ._session import CLOSE_TIMEOUT, Session
+
+if sys.version_info < (3, 11):
+    from exceptiongroup import BaseExceptionGroup
 
 logger = logging.getLogger("trio_relay.testing.connector")
 
@@ -56,6 +62,7 @@ class ReferenceConnector(ConnectorProtocol):
         clock: Callable[[], float],
         max_message_bytes: int,
         record: bool,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(
             secrets=secrets,
@@ -68,6 +75,8 @@ class ReferenceConnector(ConnectorProtocol):
         self._host = host
         self.port = port
         self.max_message_bytes = max_message_bytes
+        self.ssl_context = ssl_context
+        """Server-side TLS for every session (``https``/``wss`` URLs) when set."""
         self.kills: list[float] = []
         self._live: set[Session] = set()  # every TCP connection being served, any stage
         self._listen_scope: trio.CancelScope | None = None
@@ -78,11 +87,11 @@ class ReferenceConnector(ConnectorProtocol):
     @property
     def url(self) -> str:
         """The base URL a gateway is configured with (it appends ``/relay`` itself)."""
-        return f"http://{self._netloc}"
+        return f"{'https' if self.ssl_context else 'http'}://{self._netloc}"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://{self._netloc}/relay"
+        return f"{'wss' if self.ssl_context else 'ws'}://{self._netloc}/relay"
 
     @property
     def _netloc(self) -> str:
@@ -244,13 +253,19 @@ class ReferenceConnector(ConnectorProtocol):
             stream,
             max_message_bytes=self.max_message_bytes,
             max_queued_frames=MAX_QUEUED_FRAMES,
+            tls=self.ssl_context,
         )
         self._live.add(session)
         try:
             await session.run(self._admit, self._on_payload, self._on_open)
-        except Exception:
-            # One session's failure is that session's end, never the server's.
-            logger.exception("%r failed", session)
+        except Exception as exc:
+            if isinstance(exc, BaseExceptionGroup) and exc.split(LocalProtocolError)[1] is None:
+                # trio-websocket answers a ping that arrives after our Close with a Pong,
+                # which wsproto refuses: the session was ending anyway.
+                logger.debug("%r: the peer pinged during our closing handshake", session)
+            else:
+                # One session's failure is that session's end, never the server's.
+                logger.exception("%r failed", session)
         finally:
             self._live.discard(session)
             self._notify()
@@ -267,6 +282,7 @@ async def open_connector(
     clock: Callable[[], float] = time.time,
     max_message_bytes: int = 1 << 20,
     record: bool = True,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> AsyncIterator[ReferenceConnector]:
     """Run a reference connector listening on ``host:port`` for the block's duration.
 
@@ -274,7 +290,9 @@ async def open_connector(
     ``clock()`` (unix seconds); ``None`` accepts any upgrade as gateway "anonymous".
     ``descriptors`` overrides descriptor keys per platform. ``outbound_handler`` answers
     ``outbound`` frames instead of the default ``{"success": True, "message_id": ...}``.
-    Leaving the block closes every session with 1001 (bounded) and stops listening.
+    ``ssl_context`` (a server-side context holding the certificate) serves TLS: the
+    URL becomes ``https://``. Leaving the block closes every session with 1001
+    (bounded) and stops listening.
     """
     error: Exception | None = None
     async with trio.open_nursery() as nursery:
@@ -288,6 +306,7 @@ async def open_connector(
             clock=clock,
             max_message_bytes=max_message_bytes,
             record=record,
+            ssl_context=ssl_context,
         )
         try:
             await connector.start()
@@ -314,6 +333,7 @@ async def serve_connector(
     clock: Callable[[], float] = time.time,
     max_message_bytes: int = 1 << 20,
     record: bool = True,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: trio.TaskStatus[ReferenceConnector] = trio.TASK_STATUS_IGNORED,
 ) -> NoReturn:
     """Serve until cancelled; ``await nursery.start(serve_connector, ...)`` returns the
@@ -327,6 +347,7 @@ async def serve_connector(
         clock=clock,
         max_message_bytes=max_message_bytes,
         record=record,
+        ssl_context=ssl_context,
     ) as connector:
         task_status.started(connector)
         await connector.serve_forever()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -57,7 +58,7 @@ class GatedStream(trio.abc.Stream):
     not handed up, and are processed in order once the gate reopens.
     """
 
-    def __init__(self, inner: trio.SocketStream) -> None:
+    def __init__(self, inner: trio.abc.Stream) -> None:
         self.inner = inner
         self.is_open = True
         self._lot = trio.lowlevel.ParkingLot()
@@ -87,7 +88,7 @@ class GatedStream(trio.abc.Stream):
         await self._pass()
         await self.inner.wait_send_all_might_not_block()
 
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         await self._pass()
         try:
             data = await self.inner.receive_some(max_bytes)
@@ -129,6 +130,9 @@ class _TrackedLine:
         self.line = line
         self.done = trio.Event()
 
+    def mark_sending(self) -> None:
+        pass
+
     def mark_written(self) -> None:
         self.done.set()
 
@@ -153,6 +157,7 @@ class Session:
         *,
         max_message_bytes: int,
         max_queued_frames: int,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.index = index
         self.stream = stream
@@ -170,7 +175,12 @@ class Session:
         self.outbox = Outbox(max_frames=max_queued_frames, max_message_bytes=max_message_bytes)
         self.decoder = FrameDecoder(GATEWAY_FRAMES, max_line_bytes=max_message_bytes)
         self._max_message_bytes = max_message_bytes
-        self._gate = GatedStream(stream)
+        # With ``tls`` the WebSocket rides TLS over the socket (the handshake happens on
+        # first use); faults still act on the raw socket underneath.
+        transport: trio.abc.Stream = (
+            stream if tls is None else trio.SSLStream(stream, tls, server_side=True)
+        )
+        self._gate = GatedStream(transport)
         self._end = trio.Event()
         self._our_close: tuple[int, str] | None = None
         self._nursery: trio.Nursery | None = None

@@ -1,0 +1,44 @@
+"""The chaos soak's short form (the full one: ``trio-relay soak --seconds 600``).
+
+Seven seconds of faults (resets, 1011/1001/1006 closes, silence, refused upgrades,
+delayed results, restarts) under concurrent requesters, bursts and buffered deliveries;
+then every invariant of ``trio_relay_benchmarks.soak`` must hold. The harness seed is
+random per run and printed with the table on failure; set ``TRIO_RELAY_SOAK_SEED`` to
+replay a run's choices (the network's timing is never exactly the same).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from trio_relay_benchmarks.soak import FAULTS, Invariant, SoakReport, run_soak
+
+SECONDS = 7.0
+
+
+@pytest.mark.slow
+def test_short_soak_holds_every_invariant() -> None:
+    seed_text = os.environ.get("TRIO_RELAY_SOAK_SEED")
+    report = run_soak(
+        SECONDS,
+        seed=int(seed_text) if seed_text else None,
+        fault_interval=0.5,
+        watchdog_grace=60.0,
+    )
+    table = report.render()
+    assert report.ok, table
+    assert report.requests > 500, table
+    assert sum(report.faults.values()) >= 5, table
+    assert report.deliveries > 50 and report.handled == report.deliveries, table
+    assert report.wall_time < SECONDS + 10, table
+
+
+def test_the_table_names_every_invariant_and_fault() -> None:
+    report = SoakReport(seconds=1.0, seed=5)
+    report.invariants = [Invariant("a", True, "fine"), Invariant("b", False, "broken")]
+    table = report.render()
+    assert not report.ok
+    assert "seed 5" in table and "FAILED" in table and "broken" in table
+    assert all(kind in table for kind in FAULTS)
+    assert not SoakReport(seconds=1.0, seed=5).ok  # no verdicts is not a pass
