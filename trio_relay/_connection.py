@@ -296,7 +296,10 @@ class Connection:
                 self._nursery.start_soon(self._ping_once)
 
     async def _ping_once(self) -> None:
-        await self.ping()
+        # Bounded: a peer that never pongs but keeps sending is alive (not dropped), and
+        # must not leave one task waiting for a pong behind per ping_interval.
+        with trio.move_on_after(self._config.ping_timeout):
+            await self.ping()
 
     async def ping(self) -> float | None:
         """One ping; the RTT in seconds (also kept in stats), or None if the connection

@@ -557,14 +557,24 @@ async def open_relay(
     )
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(pipeline.run)
-            nursery.start_soon(relay._supervise)
+            # Our tasks are shielded from a cancellation of the caller's scope until
+            # _shutdown is over: the drain and the closing handshake need the reader.
+            shields = [trio.CancelScope(shield=True) for _ in range(2)]
+
+            async def shielded(scope: trio.CancelScope, task: Callable[[], Awaitable[Any]]) -> None:
+                with scope:
+                    await task()
+
+            nursery.start_soon(shielded, shields[0], pipeline.run)
+            nursery.start_soon(shielded, shields[1], relay._supervise)
             try:
                 yield relay
             finally:
                 with trio.CancelScope(shield=True):
                     with trio.move_on_after(config.drain_timeout + config.close_timeout + 1):
                         await relay._shutdown()
+                for scope in shields:
+                    scope.cancel()
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         # Our own tasks do not raise, so a group here wraps the block's exception (or

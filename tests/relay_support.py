@@ -1,0 +1,195 @@
+"""Shared helpers for the relay client tests against the reference connector.
+
+The client (``trio_relay.open_relay``) and the connector (``trio_relay.testing``) talk
+over real loopback sockets; timed tests run under pytest-trio's ``autojump_clock``
+(a ``MockClock`` with ``autojump_threshold=0``), so every number below is *mock* time.
+
+What the helpers observe, and how:
+
+- :class:`Watch` records the mock time of every dial the client starts (a spy that
+  wraps the real ``open_transport``: it records, then delegates) and every state
+  transition the client logs on the ``trio_relay`` logger.
+- :class:`AdmitSpy` records the headers of every upgrade the connector sees (a spy
+  around the connector's real admission policy).
+- :func:`live_tasks` and :func:`open_fds` count what is left running or open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import trio
+
+import trio_relay._relay as relay_module
+from trio_relay import Outcome, Relay, State
+from trio_relay._dial import open_transport as real_open_transport
+from trio_relay.testing import ReferenceConnector
+
+RELAY_LOGGER = "trio_relay"
+
+LADDER = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
+"""The ceilings ``d`` of the default backoff ladder after the first (immediate) redial;
+each wait is uniform in ``[d/2, d]``."""
+
+EPSILON = 1e-9
+"""Mock time is exact; this only absorbs float rounding of sums."""
+
+SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
+
+
+def chat_event(text: str, message_id: str) -> dict[str, Any]:
+    """A wire ``inbound`` event for the default identity (platform ``relay``)."""
+    return {
+        "text": text,
+        "message_id": message_id,
+        "source": {"platform": "relay", "chat_id": "C1", "user_id": "U1"},
+    }
+
+
+def assert_waited(gap: float, ceiling: float) -> None:
+    """A backoff wait drawn from ``[ceiling/2, ceiling]``."""
+    assert ceiling / 2 - EPSILON <= gap <= ceiling + EPSILON, (
+        f"waited {gap:.3f} s, outside [{ceiling / 2:g}, {ceiling:g}]"
+    )
+
+
+@dataclass(frozen=True)
+class Transition:
+    at: float
+    old: State
+    new: State
+    cause: str
+
+
+class Watch(logging.Handler):
+    """Mock times of the client's dials and state transitions.
+
+    Install with :meth:`installed` (restored when the block exits). ``dials`` holds the
+    ``trio.current_time()`` of each dial attempt, successful or not; ``transitions``
+    each logged state change. ``wait_dials``/``wait_state`` block until enough were
+    seen; bound them with ``trio.fail_after`` (under the autojump clock a missed
+    condition otherwise spins mock time forever).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(level=logging.INFO)
+        self.dials: list[float] = []
+        self.transitions: list[Transition] = []
+        self._changed = trio.Event()
+
+    @classmethod
+    @contextlib.contextmanager
+    def installed(cls, monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
+        watch = cls()
+
+        async def spy_open_transport(*args: Any, **kwargs: Any) -> Any:
+            watch.dials.append(trio.current_time())
+            watch._notify()
+            return await real_open_transport(*args, **kwargs)
+
+        monkeypatch.setattr(relay_module, "open_transport", spy_open_transport)
+        logger = logging.getLogger(RELAY_LOGGER)
+        old_level = logger.level
+        logger.setLevel(logging.INFO)
+        logger.addHandler(watch)
+        try:
+            yield watch
+        finally:
+            logger.removeHandler(watch)
+            logger.setLevel(old_level)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # "relay %s: %s -> %s (%s)" with (endpoint, old, new, cause): see Relay._set_state.
+        if isinstance(record.msg, str) and " -> " in record.msg and len(record.args or ()) == 4:
+            _, old, new, cause = record.args  # type: ignore[misc]
+            self.transitions.append(
+                Transition(trio.current_time(), State(old), State(new), str(cause))
+            )
+            self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    @property
+    def states(self) -> list[State]:
+        return [t.new for t in self.transitions]
+
+    def entered(self, state: State) -> list[Transition]:
+        return [t for t in self.transitions if t.new is state]
+
+    async def wait_dials(self, count: int) -> None:
+        while len(self.dials) < count:
+            await self._changed.wait()
+
+    async def wait_state(self, state: State, count: int = 1) -> Transition:
+        """Wait until the client entered ``state`` ``count`` times; the count-th entry."""
+        while len(self.entered(state)) < count:
+            await self._changed.wait()
+        return self.entered(state)[count - 1]
+
+
+class AdmitSpy:
+    """Records the headers of every upgrade request the connector admits or refuses."""
+
+    def __init__(self, connector: ReferenceConnector, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.headers: list[dict[bytes, bytes]] = []
+        policy = connector.upgrades
+        real_admit = policy.admit
+
+        def admit(path: str, headers: list[tuple[bytes, bytes]]) -> Any:
+            self.headers.append({name.lower(): value for name, value in headers})
+            return real_admit(path, headers)
+
+        monkeypatch.setattr(policy, "admit", admit)
+
+    def bearer_tokens(self) -> list[str | None]:
+        tokens: list[str | None] = []
+        for headers in self.headers:
+            value = headers.get(b"authorization")
+            if value is None:
+                tokens.append(None)
+            else:
+                scheme, _, token = value.decode("latin-1").partition(" ")
+                assert scheme == "Bearer", value
+                tokens.append(token)
+        return tokens
+
+
+async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
+    """Run ``fn()``; return its result and the mock time it took."""
+    start = trio.current_time()
+    result = await fn()
+    return result, trio.current_time() - start
+
+
+async def request_into(relay: Relay, outcomes: list[Outcome], action: Any = None) -> None:
+    outcomes.append(await relay.request(action or SEND))
+
+
+def live_tasks() -> set[trio.lowlevel.Task]:
+    """Every task of this run below the root task (system tasks are not included)."""
+    root = trio.lowlevel.current_root_task()
+    assert root is not None
+    seen: set[trio.lowlevel.Task] = set()
+    stack = [root]
+    while stack:
+        task = stack.pop()
+        seen.add(task)
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return seen
+
+
+def open_fds() -> int | None:
+    """How many file descriptors this process holds (Linux), else None."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return None

@@ -1,0 +1,308 @@
+"""Reconnecting: drops of every kind, the silent peer, and the backoff ladder.
+
+The real client against the reference connector on loopback, under the autojump
+clock: every time below is mock time, so "immediate" means no mock time elapsed and a
+30-second rule costs milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+from relay_support import (
+    EPSILON,
+    LADDER,
+    SEND,
+    Watch,
+    assert_waited,
+    chat_event,
+    live_tasks,
+)
+from trio_websocket import WebSocketConnection
+
+from trio_relay import RelayConfig, State, open_relay
+from trio_relay.testing import ReferenceConnector, open_connector
+
+DEFAULTS = RelayConfig()
+
+
+@pytest.fixture
+def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
+    with Watch.installed(monkeypatch) as watch:
+        yield watch
+
+
+async def _drop(connector: ReferenceConnector, code: int | None, reason: str) -> None:
+    if code is None:
+        await connector.abort()  # a TCP reset: the client sees 1006, no close frame
+    else:
+        await connector.close(code, reason)
+
+
+# --- ordinary drops ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "reason", "seen_code", "seen_reason"),
+    [
+        pytest.param(None, "", 1006, None, id="reset-1006"),
+        pytest.param(1011, "keepalive ping timeout", 1011, "keepalive ping timeout", id="1011"),
+        pytest.param(1000, "bye", 1000, "bye", id="1000"),
+        pytest.param(1001, "going away", 1001, "going away", id="1001"),
+        pytest.param(4000, "app reset", 4000, "app reset", id="4000"),
+        pytest.param(4999, "app other", 4999, "app other", id="4999"),
+    ],
+)
+async def test_ordinary_drop_reconnects_at_once(
+    autojump_clock: trio.testing.MockClock,
+    watch: Watch,
+    code: int | None,
+    reason: str,
+    seen_code: int,
+    seen_reason: str | None,
+) -> None:
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        assert relay.state is State.CONNECTED
+        # Live past backoff_reset_after, so this is "the first redial after a stable
+        # connection": it must go out with no delay at all.
+        await trio.sleep(DEFAULTS.backoff_reset_after + 1)
+        assert relay.stats.dials == 1
+
+        dropped_at = trio.current_time()
+        await _drop(connector, code, reason)
+        with trio.fail_after(60):
+            await watch.wait_state(State.CONNECTED, 2)
+            await connector.wait_session(2)
+
+        assert watch.states == [State.CONNECTED, State.RECONNECTING, State.CONNECTED]
+        assert watch.dials[1] - dropped_at == 0.0
+        assert watch.entered(State.CONNECTED)[1].at == dropped_at
+        stats = relay.stats
+        assert stats.dials == 2
+        assert stats.connects == 2
+        assert sum(stats.drops.values()) == 1
+        assert stats.drops["closed by peer"] == 1
+        assert stats.last_close_code == seen_code
+        assert stats.last_close_reason == seen_reason
+        # And the new connection serves requests.
+        outcome = await relay.request(SEND)
+        assert outcome.success, outcome
+
+
+async def test_ladder_resets_only_after_a_connection_lives_reset_after(
+    autojump_clock: trio.testing.MockClock, watch: Watch
+) -> None:
+    """A short-lived connection keeps the ladder; one that lived ``backoff_reset_after``
+    resets it, so the redial after it is immediate again."""
+    reset_after = DEFAULTS.backoff_reset_after
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        # 1: lives 1 s -> first redial of the ladder: immediate.
+        await trio.sleep(1)
+        t = trio.current_time()
+        await connector.close(1011, "flap")
+        with trio.fail_after(60):
+            await connector.wait_session(2)
+        assert watch.dials[1] - t == 0.0
+        # 2: lives just under reset_after -> the ladder was kept: the second rung.
+        await trio.sleep(reset_after - 1)
+        t = trio.current_time()
+        await connector.close(1011, "flap")
+        with trio.fail_after(60):
+            await connector.wait_session(3)
+        assert_waited(watch.dials[2] - t, LADDER[0])
+        # 3: lives reset_after -> the ladder starts afresh: immediate. (The extra quarter
+        # second keeps the close off the pinger's 10 s beat: trio-websocket's server side
+        # raises when a ping arrives while its own close is in flight.)
+        await trio.sleep(reset_after + 0.25)
+        t = trio.current_time()
+        await connector.close(1011, "flap")
+        with trio.fail_after(60):
+            await connector.wait_session(4)
+            await watch.wait_state(State.CONNECTED, 4)
+        assert watch.dials[3] - t == 0.0
+        assert relay.stats.dials == 4
+        assert relay.state is State.CONNECTED
+
+
+# --- the silent peer -----------------------------------------------------------------
+
+
+async def test_silent_peer_is_declared_dead_after_ping_timeout(
+    autojump_clock: trio.testing.MockClock, watch: Watch
+) -> None:
+    interval, timeout = DEFAULTS.ping_interval, DEFAULTS.ping_timeout
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        await trio.sleep(2.5 * interval)  # a few pings answered: alive
+        assert relay.state is State.CONNECTED
+        silent = connector.current
+        assert silent is not None
+        # A pong now is the last byte the client will get from this session.
+        await relay.ping()
+        last_byte = trio.current_time()
+        connector.go_silent(silent)
+
+        with trio.fail_after(10 * timeout):
+            dropped = await watch.wait_state(State.RECONNECTING)
+        silent_for = dropped.at - last_byte
+        assert timeout <= silent_for < timeout + interval, silent_for
+        assert dropped.cause.startswith("keepalive timeout")
+        assert relay.stats.drops["keepalive timeout"] == 1
+        assert sum(relay.stats.drops.values()) == 1
+        assert relay.stats.last_close_code is None  # no close frame from a stalled peer
+
+        # The stalled session would linger on the connector's side: reset it.
+        await connector.abort(silent)
+        with trio.fail_after(60):
+            await relay.wait_connected()
+            await connector.wait_session(2)
+        assert watch.dials[1] == dropped.at  # first redial: immediate
+        assert relay.stats.dials == 2
+        outcome = await relay.request(SEND)
+        assert outcome.success, outcome
+
+
+@pytest.fixture
+def deaf_connector_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Server-side WebSocket connections (the connector's sessions) ignore pings.
+
+    A justified mock: no real server can be told to stop answering pings while it keeps
+    sending. trio-websocket binds its event handlers when its reader task starts, so the
+    class is patched (before any session exists) and the patch looks at the side;
+    the client's own handling is untouched.
+    """
+    real = WebSocketConnection._handle_ping_event
+
+    async def handle_ping(self: WebSocketConnection, event: Any) -> None:
+        if self.is_client:
+            await real(self, event)
+
+    monkeypatch.setattr(WebSocketConnection, "_handle_ping_event", handle_ping)
+
+
+@pytest.mark.usefixtures("deaf_connector_sessions")
+async def test_busy_peer_that_never_pongs_is_not_dropped(
+    autojump_clock: trio.testing.MockClock, watch: Watch
+) -> None:
+    interval, timeout = DEFAULTS.ping_interval, DEFAULTS.ping_timeout
+    sent = 0
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        session = connector.current
+        assert session is not None
+
+        async def feed() -> None:
+            nonlocal sent
+            while True:
+                await connector.send_inbound(chat_event("tick", f"m{sent}"), session=session)
+                sent += 1
+                await trio.sleep(interval / 2)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(feed)
+            # The peer really ignores pings: no pong comes back.
+            with pytest.raises(TimeoutError):
+                await relay.ping(timeout=interval / 2)
+            # Count tasks off the ping and feed beats, at the same phase both times.
+            await trio.sleep(timeout + interval / 4)
+            tasks = len(live_tasks())
+            await trio.sleep(4 * timeout)
+            # Unanswered pings do not pile up: each waits for its pong only so long.
+            assert len(live_tasks()) <= tasks
+            nursery.cancel_scope.cancel()
+
+        assert relay.state is State.CONNECTED
+        assert relay.stats.dials == 1
+        assert sum(relay.stats.drops.values()) == 0
+        assert session.is_open
+        assert connector.current is session
+        assert sent >= 5 * timeout / (interval / 2)
+        assert relay.stats.frames_received >= sent  # the ticks all arrived
+        assert watch.states == [State.CONNECTED]
+
+
+# --- the backoff ladder --------------------------------------------------------------
+
+
+async def test_backoff_ladder_while_connector_is_down_then_reset(
+    autojump_clock: trio.testing.MockClock, watch: Watch
+) -> None:
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        await trio.sleep(DEFAULTS.backoff_reset_after + 1)
+
+        stopped_at = trio.current_time()
+        await connector.stop()
+        attempts = 1 + 1 + len(LADDER)  # the first dial, the immediate redial, the ladder
+        with trio.fail_after(sum(LADDER) + 60):
+            await watch.wait_dials(attempts)
+        assert watch.dials[1] == stopped_at  # immediate
+        gaps = [b - a for a, b in zip(watch.dials[1:], watch.dials[2:], strict=False)]
+        assert len(gaps) == len(LADDER)
+        for gap, ceiling in zip(gaps, LADDER, strict=True):
+            assert_waited(gap, ceiling)
+        assert relay.state is State.RECONNECTING
+        assert relay.stats.dial_failures >= len(LADDER)
+
+        # Between connections a request fails at once, definitely.
+        start = trio.current_time()
+        outcome = await relay.request(SEND)
+        assert (outcome.success, outcome.ambiguous, outcome.code) == (False, False, "not_connected")
+        assert trio.current_time() == start
+
+        # The connector comes back: the next rung's dial connects.
+        await connector.start()
+        with trio.fail_after(LADDER[-1] + EPSILON + 1):
+            await relay.wait_connected()
+        assert_waited(trio.current_time() - watch.dials[attempts - 1], LADDER[-1])
+
+        # A connection that lived backoff_reset_after resets the ladder.
+        await trio.sleep(DEFAULTS.backoff_reset_after + 1)
+        dials = len(watch.dials)
+        dropped_at = trio.current_time()
+        await connector.abort()
+        with trio.fail_after(5):
+            await watch.wait_dials(dials + 1)
+            await connector.wait_session(3)
+        assert watch.dials[dials] == dropped_at
+        with trio.fail_after(5):
+            await watch.wait_state(State.CONNECTED, 3)
+
+
+async def test_flapping_connector_climbs_the_ladder(
+    autojump_clock: trio.testing.MockClock, watch: Watch
+) -> None:
+    """Each session is closed 1 s after its handshake: the ladder is kept across these
+    short-lived connections, so the redials slow down instead of hammering."""
+    flaps = 5
+    closed_at: list[float] = []
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        with trio.fail_after(200):
+            for n in range(1, flaps + 1):
+                session = await connector.wait_session(n)
+                await trio.sleep(1)
+                await connector.close(1011, "flapping", session=session)
+                closed_at.append(trio.current_time())
+            await connector.wait_session(flaps + 1)
+            await relay.wait_connected()
+
+        # Redial n (n >= 1) follows close n-1.
+        waits = [dial - closed for closed, dial in zip(closed_at, watch.dials[1:], strict=True)]
+        assert waits[0] == 0.0  # the first redial is immediate
+        for wait, ceiling in zip(waits[1:], LADDER, strict=False):
+            assert_waited(wait, ceiling)
+        assert relay.stats.dials == flaps + 1
+        assert relay.stats.drops["closed by peer"] == flaps
+        assert relay.stats.last_close_code == 1011
+        assert watch.states == [State.CONNECTED] + [State.RECONNECTING, State.CONNECTED] * flaps
