@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import trio
 
-import trio_relay._relay as relay_module
+import trio_relay._serve as serve_module
 from trio_relay import Outcome, Relay, State
 from trio_relay._dial import open_transport as real_open_transport
 from trio_relay.testing import ReferenceConnector
@@ -93,7 +93,7 @@ class Watch(logging.Handler):
             watch._notify()
             return await real_open_transport(*args, **kwargs)
 
-        monkeypatch.setattr(relay_module, "open_transport", spy_open_transport)
+        monkeypatch.setattr(serve_module, "open_transport", spy_open_transport)
         logger = logging.getLogger(RELAY_LOGGER)
         old_level = logger.level
         logger.setLevel(logging.INFO)

@@ -18,7 +18,7 @@ import trio
 import trustme
 
 import trio_relay
-import trio_relay._relay as relay_module
+import trio_relay._serve as serve_module
 from trio_relay import RelayConfig, State
 from trio_relay.testing import ReferenceConnector, open_connector
 
@@ -176,7 +176,7 @@ def dials(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(str(endpoint))
         raise OSError("dial intercepted by the test")
 
-    monkeypatch.setattr(relay_module, "open_transport", no_dial)
+    monkeypatch.setattr(serve_module, "open_transport", no_dial)
     return seen
 
 

@@ -25,23 +25,26 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
-import trio_websocket
-from wsproto.utilities import LocalProtocolError
 
 from . import _outcome
 from ._backoff import Backoff
-from ._close import AUTH_CLOSE_CODE, NORMAL_CLOSE_CODE, ConnectionEnd, Verdict, classify
+from ._close import NORMAL_CLOSE_CODE, Verdict, classify
 from ._codec import encode_frame, encode_line
 from ._config import Identity, RelayConfig, UpgradeAuth
-from ._connection import Connection, EndInfo
+from ._connection import Connection
 from ._descriptor import Descriptor
-from ._dial import Endpoint, UpgradeRefused, open_transport, upgrade
+from ._dial import Endpoint
 from ._errors import RelayClosed, RelayRevoked
-from ._event import MessageEvent
 from ._frames import FrameError, GoingIdle, InboundAck
-from ._inbound import DeadLetter, InboundPipeline
+from ._inbound import (
+    DeadLetterHandler,
+    InboundPipeline,
+    InterruptHandler,
+    MessageHandler,
+    PassthroughHandler,
+)
 from ._outcome import Outcome
-from ._passthrough import PassthroughForward
+from ._serve import ConnectionHooks, serve_connection
 from ._state import State
 from ._stats import RelayStats
 from ._token import mint_token
@@ -51,11 +54,6 @@ if sys.version_info < (3, 11):
     from exceptiongroup import BaseExceptionGroup
 
 logger = logging.getLogger("trio_relay")
-
-MessageHandler = Callable[[MessageEvent], Awaitable[None]]
-InterruptHandler = Callable[[str, str], Awaitable[None]]
-PassthroughHandler = Callable[[PassthroughForward], Awaitable[None]]
-DeadLetterHandler = Callable[[DeadLetter], Awaitable[None]]
 
 
 class Relay:
@@ -323,8 +321,25 @@ class Relay:
 
     async def _supervise(self) -> None:
         fresh_token_redial = False
+        hooks = ConnectionHooks(
+            on_open=self._connection_opened,
+            on_up=self._connection_up,
+            on_end=self._connection_ended,
+            on_inbound=self._pipeline.submit,
+        )
         while not self._closing:
-            end = await self._connect_and_serve(fresh_token_redial)
+            served = await serve_connection(
+                endpoint=self._endpoint,
+                config=self._config,
+                stats=self.stats,
+                identities=self._identities,
+                mint_token=self._mint,
+                hooks=hooks,
+                fresh_token_redial=fresh_token_redial,
+            )
+            end = served.end
+            if served.up_for is not None:
+                self._backoff.connection_ended(served.up_for)
             if self._closing:
                 return
             if self._dormant_requested:
@@ -350,90 +365,15 @@ class Relay:
                     self._set_state(State.RECONNECTING, f"redial in {delay:.3g} s")
             await trio.sleep(delay)
 
-    async def _connect_and_serve(self, fresh_token_redial: bool) -> ConnectionEnd:
-        """One connection from dial to end; returns how it ended."""
-        self.stats.dials += 1
-        try:
-            transport = await open_transport(self._endpoint, self._config)
-        except _DIAL_ERRORS as exc:
-            cause = f"connect failed: {_describe(exc)}"
-            return self._dial_failed(cause, None, None, fresh_token_redial)
-        conn: Connection | None = None
-        try:
-            # The connection nursery: trio-websocket's reader, and our reader, writer and
-            # pinger. Connection.end() cancels it, including this body.
-            async with trio.open_nursery() as nursery:
-                try:
-                    ws = await upgrade(
-                        nursery, transport, self._endpoint, self._config, self._mint()
-                    )
-                except UpgradeRefused as exc:
-                    # An HTTP-level refusal of our credentials reads like a 4401.
-                    code = AUTH_CLOSE_CODE if exc.status in (401, 403) else None
-                    nursery.cancel_scope.cancel()
-                    return self._dial_failed(str(exc), code, "unauthorized", fresh_token_redial)
-                except _DIAL_ERRORS as exc:
-                    nursery.cancel_scope.cancel()
-                    cause = f"upgrade failed: {_describe(exc)}"
-                    return self._dial_failed(cause, None, None, fresh_token_redial)
-                conn = Connection(
-                    ws=ws,
-                    transport=transport,
-                    nursery=nursery,
-                    config=self._config,
-                    stats=self.stats,
-                    on_inbound=self._pipeline.submit,
-                    on_end=self._connection_ended,
-                )
-                conn.start()
-                self._newest = conn
-                if await conn.handshake(self._identities, self._config.handshake_timeout):
-                    self._connection_up(conn)
-                await conn.ended.wait()
-        except BaseExceptionGroup as group:
-            # trio-websocket's reader task dies with wsproto's LocalProtocolError when the
-            # peer pings while our close is under way (no Pong may follow our Close). That
-            # ends this connection, never the relay.
-            if conn is None or group.split(LocalProtocolError)[1] is not None:
-                raise
-            conn.end(EndInfo(f"protocol error: {group.exceptions[0]}"))
-        finally:
-            with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(transport)
-        return self._connection_over(conn, fresh_token_redial)
-
-    def _connection_over(self, conn: Connection, fresh_token_redial: bool) -> ConnectionEnd:
-        info = conn.end_info
-        assert info is not None, "the connection nursery exits only through Connection.end"
-        had_handshake = bool(conn.descriptors)
-        lived = trio.current_time() - (conn.up_at or conn.opened_at)
-        logger.info(
-            "relay %s: connection ended after %.3f s: %s (code %s, reason %r)",
-            self._endpoint,
-            lived,
-            info.cause,
-            info.code,
-            info.reason,
-        )
-        if conn.up_at is not None:
-            self._backoff.connection_ended(lived)
-        return ConnectionEnd(info.code, info.reason, had_handshake, fresh_token_redial, info.by_us)
-
-    def _dial_failed(
-        self, cause: str, code: int | None, reason: str | None, fresh_token_redial: bool
-    ) -> ConnectionEnd:
-        self.stats.dial_failures += 1
-        self.stats.last_close_code = code
-        self.stats.last_close_reason = reason
-        logger.info("relay %s: dial failed: %s", self._endpoint, cause)
-        return ConnectionEnd(code, reason, False, fresh_token_redial)
-
     def _mint(self) -> str | None:
         # A fresh token for every dial: one minted before a long suspend would be stale.
         auth = self._auth
         if auth is None:
             return None
         return mint_token(auth.gateway_id, auth.secret, ttl=auth.token_ttl, now=time.time())
+
+    def _connection_opened(self, conn: Connection) -> None:
+        self._newest = conn
 
     def _connection_up(self, conn: Connection) -> None:
         descriptors: dict[str, Descriptor] = {}
@@ -481,34 +421,12 @@ class Relay:
         self._set_state(State.CLOSED, "relay closed")
 
 
-_DIAL_ERRORS = (
-    OSError,  # refused, unreachable, TLS failures (ssl.SSLError)
-    trio.TooSlowError,
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-    trio_websocket.HandshakeError,
-    trio_websocket.ConnectionClosed,
-)
-
-
 def _outcome_label(outcome: Outcome) -> str:
     if outcome.success:
         return "success"
     if outcome.code in _outcome.GATEWAY_CODES:
         return outcome.code
     return "failed"  # the connector answered with a refusal
-
-
-def _describe(exc: BaseException) -> str:
-    # Follow the explicit cause: a failed TLS verification reaches us as a bare
-    # BrokenResourceError whose __cause__ (ssl.SSLCertVerificationError) says why.
-    parts: list[str] = []
-    current: BaseException | None = exc
-    while current is not None and len(parts) < 3:
-        text = str(current)
-        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
-        current = current.__cause__
-    return ", caused by ".join(parts)
 
 
 @asynccontextmanager
