@@ -60,6 +60,9 @@ class BaselineConfig:
     ping_timeout: float = 60.0
     request_timeout: float = 30.0
     handshake_timeout: float = 30.0
+    #: websockets' own default: after a pong timeout (or any close) the closing
+    #: handshake may take this long before the reader sees the connection end.
+    close_timeout: float = 10.0
     backoff_initial: float = 1.0
     backoff_max: float = 30.0
     backoff_reset_after: float = 60.0
@@ -229,7 +232,9 @@ class BaselineRelay:
         delay = cfg.backoff_initial
         loop = asyncio.get_running_loop()
         while not self._closing:
-            lived = 0.0
+            # How long the last connection was up; None when it never got a handshake
+            # (a failed dial is not a connection that lived, whatever reset_after is).
+            lived: float | None = None
             self.stats["dials"] += 1
             ws = await self._dial()
             if ws is not None:
@@ -261,7 +266,7 @@ class BaselineRelay:
                 self.stats["dial_failures"] += 1
             if self._closing:
                 break
-            if lived >= cfg.backoff_reset_after:
+            if lived is not None and lived >= cfg.backoff_reset_after:
                 delay = cfg.backoff_initial
             wait = self._rng.uniform(delay / 2, delay) if delay > 0 else 0.0
             delay = min(delay * 2, cfg.backoff_max)
@@ -282,6 +287,7 @@ class BaselineRelay:
                 open_timeout=cfg.handshake_timeout,
                 ping_interval=cfg.ping_interval,
                 ping_timeout=cfg.ping_timeout,
+                close_timeout=cfg.close_timeout,
             )
         except Exception as e:
             log.info("dial failed: %r", e)

@@ -1,0 +1,132 @@
+"""``inflight``: K requests in flight (the connector withholds their results) when the
+socket is reset; time from the reset until the last caller has its outcome, and whether
+every outcome is ambiguous (each frame was written, so the connector may have acted).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ._backends import (
+    ACTION,
+    BASELINE,
+    TRIO_RELAY,
+    Backend,
+    Client,
+    Control,
+    alternate,
+    recover,
+    run_session,
+)
+from ._context import Context
+from ._control import ConnectorProcess
+from ._report import Result, Row, Target, median
+
+SIZES = (10, 100, 1000)
+OVERRIDES: dict[str, Any] = {"backoff_reset_after": 0}
+
+
+async def _one(backend: Backend, client: Client, ctl: Control, k: int) -> dict[str, float]:
+    await ctl.call("withhold")
+    base = int((await ctl.call("outbound_count"))["n"])
+    finished: list[float] = []
+    ambiguous = 0
+
+    async def caller() -> None:
+        nonlocal ambiguous
+        reply = await client.request(ACTION, 30.0)
+        finished.append(time.monotonic())
+        ambiguous += reply.ambiguous
+
+    async def killer() -> float:
+        await ctl.call("wait_outbound", n=base + k)
+        return float((await ctl.call("abort"))["t"])
+
+    results = await backend.gather([caller] * k + [killer])
+    t_kill = results[-1]
+    await ctl.call("release")  # stop withholding; the held results die with the session
+    return {
+        "last_ms": (max(finished) - t_kill) * 1000,
+        "first_ms": (min(finished) - t_kill) * 1000,
+        "ambiguous": ambiguous,
+    }
+
+
+def _round(
+    ctx: Context, backend: Backend, proc: ConnectorProcess, sizes: tuple[int, ...]
+) -> dict[int, dict[str, float]]:
+    async def body(client: Client, ctl: Control) -> dict[int, dict[str, float]]:
+        out: dict[int, dict[str, float]] = {}
+        for k in sizes:
+            before = client.connects
+            out[k] = await _one(backend, client, ctl, k)
+            await recover(backend, client, before)
+            ctx.progress.advance()
+        return out
+
+    return run_session(backend, proc, OVERRIDES, body)
+
+
+def run(ctx: Context) -> Result:
+    rounds = ctx.count(7, 3, 1)
+    samples: dict[str, dict[int, list[dict[str, float]]]] = {
+        b.name: {k: [] for k in SIZES} for b in (TRIO_RELAY, BASELINE)
+    }
+    ctx.progress.start("inflight", rounds * 2 * len(SIZES))
+    with ctx.connector() as proc:
+        for r in range(rounds):
+            for backend in alternate(r):
+                for k, figures in _round(ctx, backend, proc, SIZES).items():
+                    samples[backend.name][k].append(figures)
+    ctx.progress.finish()
+
+    result = Result(
+        "inflight", "K requests in flight, socket reset -> every caller has its outcome"
+    )
+    for k in SIZES:
+        tr, bl = samples["trio_relay"][k], samples["baseline"][k]
+        for key, label in (("last_ms", "last outcome"), ("first_ms", "first outcome")):
+            result.rows.append(
+                Row(
+                    f"K={k:,}: {label}, median of rounds",
+                    "ms",
+                    median([s[key] for s in tr]),
+                    median([s[key] for s in bl]),
+                    len(tr),
+                    len(bl),
+                )
+            )
+        amb_t = sum(int(s["ambiguous"]) for s in tr)
+        amb_b = sum(int(s["ambiguous"]) for s in bl)
+        result.rows.append(
+            Row(
+                f"K={k:,}: ambiguous outcomes",
+                "count",
+                amb_t,
+                amb_b,
+                better="",
+                text_trio=f"{amb_t}/{k * len(tr)}",
+                text_base=f"{amb_b}/{k * len(bl)}",
+            )
+        )
+    last_1000 = median([s["last_ms"] for s in samples["trio_relay"][1000]])
+    result.targets.append(
+        Target(
+            "in-flight resolution of 1,000 waiters <= 5 ms",
+            f"{last_1000:.2f} ms (median of {len(samples['trio_relay'][1000])} rounds)",
+            last_1000 <= 5,
+            "" if last_1000 <= 5 else f"missed by {last_1000 - 5:.2f} ms",
+        )
+    )
+    all_ambiguous = all(int(s["ambiguous"]) == k for k in SIZES for s in samples["trio_relay"][k])
+    result.targets.append(
+        Target("every in-flight outcome ambiguous", "yes" if all_ambiguous else "NO", all_ambiguous)
+    )
+    result.notes.append(
+        "each round: results withheld, K requests issued, the reset comes once the connector "
+        "has read all K; timed from the reset (connector clock) to each caller's return"
+    )
+    result.configs = {b.name: b.config(OVERRIDES) for b in (TRIO_RELAY, BASELINE)}
+    result.samples = {name: {str(k): v for k, v in d.items()} for name, d in samples.items()}
+    return result

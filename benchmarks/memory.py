@@ -1,0 +1,164 @@
+"""``memory``: N idle, connected relays in one process; resident memory per relay.
+
+Each measurement runs in a fresh child process (``python -m
+trio_relay_benchmarks.memory --child IMPL``) so that neither implementation inherits the
+other's heap: it opens ``WARM`` relays first (imports, first-use caches, the event loop),
+reads VmRSS, opens N more, waits until all are connected and idle, and reads VmRSS again.
+The difference over N is the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import subprocess
+import sys
+from contextlib import AsyncExitStack
+
+import trio
+
+from ._backends import BASELINE, TRIO_RELAY, alternate
+from ._context import Context
+from ._report import Result, Row, Target, median
+
+__all__ = ["rss_kib", "run"]
+
+WARM = 10
+SETTLE = 0.3
+
+
+def rss_kib() -> int:
+    """This process's resident set size (KiB), from /proc/self/status."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status (Linux only)")
+
+
+async def _trio_child(url: str, n: int) -> dict[str, int]:
+    import trio_relay
+
+    async with AsyncExitStack() as stack:
+
+        async def open_some(count: int) -> None:
+            relays = [
+                await stack.enter_async_context(trio_relay.open_relay(url)) for _ in range(count)
+            ]
+            for relay in relays:
+                await relay.wait_connected(60)
+
+        await open_some(WARM)
+        await trio.sleep(SETTLE)
+        gc.collect()
+        before = rss_kib()
+        await open_some(n)
+        await trio.sleep(SETTLE)
+        gc.collect()
+        after = rss_kib()
+        _exit({"before": before, "after": after, "n": n})
+    raise AssertionError("unreachable")
+
+
+async def _asyncio_child(url: str, n: int) -> dict[str, int]:
+    from .baseline import BaselineRelay
+
+    async with AsyncExitStack() as stack:
+
+        async def open_some(count: int) -> None:
+            relays = [await stack.enter_async_context(BaselineRelay(url)) for _ in range(count)]
+            for relay in relays:
+                await relay.wait_connected(60)
+
+        await open_some(WARM)
+        await asyncio.sleep(SETTLE)
+        gc.collect()
+        before = rss_kib()
+        await open_some(n)
+        await asyncio.sleep(SETTLE)
+        gc.collect()
+        after = rss_kib()
+        _exit({"before": before, "after": after, "n": n})
+    raise AssertionError("unreachable")
+
+
+def _exit(figures: dict[str, int]) -> None:
+    # Print and leave at once: tearing down hundreds of relays measures nothing.
+    print(json.dumps(figures), flush=True)
+    os._exit(0)
+
+
+def _measure(impl: str, url: str, n: int) -> dict[str, int]:
+    argv = [sys.executable, "-m", "trio_relay_benchmarks.memory", "--child", impl, url, str(n)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0 or not done.stdout.strip():
+        raise RuntimeError(f"memory child {impl} failed ({done.returncode}): {done.stderr[-2000:]}")
+    figures: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def run(ctx: Context) -> Result:
+    n = ctx.count(500, 200, 50)
+    rounds = ctx.pick(3, 1, 1)
+    per_relay: dict[str, list[float]] = {"trio_relay": [], "baseline": []}
+    raw: dict[str, list[dict[str, int]]] = {"trio_relay": [], "baseline": []}
+    ctx.progress.start("memory", rounds * 2)
+    with ctx.connector() as proc:
+        for r in range(rounds):
+            for backend in alternate(r):
+                figures = _measure(backend.name, proc.url, n)
+                raw[backend.name].append(figures)
+                per_relay[backend.name].append((figures["after"] - figures["before"]) / n)
+                ctx.progress.advance()
+    ctx.progress.finish()
+
+    result = Result("memory", f"{n} idle connected relays in one process")
+    tr, bl = per_relay["trio_relay"], per_relay["baseline"]
+    result.rows.append(
+        Row("RSS per idle relay, median of runs", "KiB", median(tr), median(bl), len(tr), len(bl))
+    )
+    result.rows.append(
+        Row(
+            f"process RSS with {WARM} relays (imports, loop)",
+            "KiB",
+            median([f["before"] for f in raw["trio_relay"]]),
+            median([f["before"] for f in raw["baseline"]]),
+            len(tr),
+            len(bl),
+        )
+    )
+    met = median(tr) <= median(bl)
+    result.targets.append(
+        Target(
+            "memory per relay <= the baseline",
+            f"{median(tr):.1f} vs {median(bl):.1f} KiB",
+            met,
+            "" if met else f"missed by {median(tr) - median(bl):.1f} KiB per relay",
+        )
+    )
+    result.notes.append(
+        f"each run a fresh child process: {WARM} relays to warm up, then {n} more, all "
+        f"connected and idle; VmRSS delta / {n}; default configs"
+    )
+    result.configs = {b.name: b.config({}) for b in (TRIO_RELAY, BASELINE)}
+    result.samples = {"per_relay_kib": per_relay, "raw_kib": raw}
+    return result
+
+
+def _child_main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m trio_relay_benchmarks.memory")
+    parser.add_argument("--child", choices=["trio_relay", "baseline"], required=True)
+    parser.add_argument("url")
+    parser.add_argument("n", type=int)
+    args = parser.parse_args(argv)
+    if args.child == "trio_relay":
+        trio.run(_trio_child, args.url, args.n)
+    else:
+        asyncio.run(_asyncio_child(args.url, args.n))
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1:])

@@ -1,0 +1,136 @@
+"""Run benchmarks by name and report them; ``trio-relay bench`` calls :func:`run_benchmarks`.
+
+Each benchmark module has ``run(ctx) -> Result``. The connector always runs in a process
+of its own, so it never shares an event loop (or the GIL) with the client under test.
+With ``pin`` (``--pin``) and at least two CPUs it is pinned to the last CPU and this
+process (with anything it spawns) to the others. That is off by default: pinned, every
+message wakes a process on the other CPU (costly on virtual machines), and any other load
+on either CPU lands in full on one side; unpinned, the scheduler places the two where it
+sees fit, as it would in production.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from ._context import Context, plan_cpus
+from ._report import (
+    Progress,
+    Result,
+    machine_info,
+    machine_line,
+    render,
+    require_matplotlib,
+    write_json,
+    write_plot,
+)
+
+__all__ = ["BENCHMARKS", "DEFAULT", "run_benchmarks"]
+
+BENCHMARKS: dict[str, str] = {
+    "redial": "time from a dropped connection to a successful request (N drops, 4 kinds)",
+    "inflight": "K requests in flight when the socket dies: time until all callers know",
+    "detect": "a silent peer (ping 1 s / timeout 2 s): time to detect, to reconnect",
+    "throughput": "1, 16, 256 concurrent requesters on one connection: req/s, latency",
+    "inbound": "events/s through decode + dedupe + handler + ack",
+    "memory": "500 idle relays in one process: RSS per relay",
+}
+DEFAULT = "redial"
+
+Runner = Callable[[Context], Result]
+
+
+def _runner(name: str) -> Runner:
+    module = importlib.import_module(f"{__package__}.{name}")
+    runner: Runner = module.run
+    return runner
+
+
+def _load() -> str:
+    if not hasattr(os, "getloadavg"):
+        return "unknown"
+    return " ".join(f"{v:.2f}" for v in os.getloadavg()) + " (1, 5, 15 min)"
+
+
+def run_benchmarks(
+    names: Sequence[str],
+    *,
+    mode: str = "default",
+    n: int | None = None,
+    json_path: str | None = None,
+    plot_path: str | None = None,
+    pin: bool = False,
+    out: TextIO | None = None,
+    progress: Progress | None = None,
+) -> list[Result]:
+    """Run ``names`` in order, printing each table as it completes; returns the results."""
+    out = out if out is not None else sys.stdout
+    unknown = [name for name in names if name not in BENCHMARKS]
+    if unknown:
+        raise ValueError(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
+    if plot_path is not None:
+        require_matplotlib()
+    for name in ("trio_relay", "websockets", "trio_relay_benchmarks.baseline"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)  # the faults are on purpose
+    connector_cpu, client_cpus = plan_cpus(pin)
+    ctx = Context(
+        mode=mode,
+        n=n,
+        progress=progress if progress is not None else Progress(),
+        connector_cpu=connector_cpu,
+        client_cpus=client_cpus,
+    )
+    info = machine_info()
+    original = os.sched_getaffinity(0) if client_cpus is not None else None
+    if client_cpus is not None:
+        os.sched_setaffinity(0, client_cpus)
+    results: list[Result] = []
+    load_start = _load()
+    try:
+        print(machine_line(info), file=out)
+        print(
+            f"load average at start: {load_start} (other processes compete for the CPUs "
+            "and show up in every figure)",
+            file=out,
+        )
+        if client_cpus is not None:
+            print(f"pinning: connector on CPU {connector_cpu}, client on {client_cpus}", file=out)
+        else:
+            print("pinning: none (the OS schedules both processes; --pin to pin)", file=out)
+        print(f"mode: {mode}" + (f", n={n}" if n is not None else ""), file=out)
+        for name in names:
+            started = time.monotonic()
+            result = _runner(name)(ctx)
+            result.elapsed = time.monotonic() - started
+            results.append(result)
+            print("\n" + render(result), file=out, flush=True)
+    finally:
+        if original is not None:
+            os.sched_setaffinity(0, original)
+    load_end = _load()
+    print(f"\nload average at end: {load_end}", file=out)
+    run_info = {
+        "load_average_start": load_start,
+        "load_average_end": load_end,
+        "argv": sys.argv,
+        "benchmarks": list(names),
+        "mode": mode,
+        "n": n,
+        "connector_cpu": connector_cpu,
+        "client_cpus": client_cpus,
+    }
+    if json_path is not None:
+        write_json(json_path, info, run_info, results)
+        print(f"\nwrote {json_path}", file=out)
+    if plot_path is not None:
+        if write_plot(plot_path, results):
+            print(f"wrote {plot_path}", file=out)
+        else:
+            print(f"no latency samples to plot; {plot_path} not written", file=out)
+    return results

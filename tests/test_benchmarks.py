@@ -1,0 +1,210 @@
+"""The benchmarks (benchmarks/, imported as trio_relay_benchmarks) can never rot.
+
+Every benchmark runs here for real, in its smallest mode (``--tiny``: a handful of
+samples through the same code as a full run, connector process included), and must
+produce a complete table and valid JSON. Timings are not asserted: a loaded CI machine
+must not fail the suite. The report helpers and a baseline fix get unit tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import io
+import json
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from trio_relay_benchmarks import _netns, detect
+from trio_relay_benchmarks._context import Context
+from trio_relay_benchmarks._report import (
+    Progress,
+    Result,
+    Row,
+    Target,
+    percentile,
+    render,
+    thin,
+)
+from trio_relay_benchmarks.baseline import BaselineConfig, BaselineRelay
+from trio_relay_benchmarks.run import BENCHMARKS, run_benchmarks
+
+REQUIRE_NETNS_ENV = "TRIO_RELAY_REQUIRE_NETNS"
+
+
+@pytest.mark.parametrize("name", list(BENCHMARKS))
+def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
+    out = io.StringIO()
+    json_path = tmp_path / f"{name}.json"
+    [result] = run_benchmarks([name], mode="tiny", json_path=str(json_path), pin=False, out=out)
+
+    assert result.name == name
+    assert result.rows, "a benchmark must report figures"
+    for row in result.rows:
+        # Every figure was measured for both implementations (or explained in words).
+        assert row.trio is not None or row.text_trio is not None, row
+        assert row.base is not None or row.text_base is not None, row
+    text = out.getvalue()
+    assert f"== {name}:" in text and "trio_relay" in text and "baseline" in text
+    assert "machine:" in text
+
+    document = json.loads(json_path.read_text())
+    assert document["machine"]["python"] and document["machine"]["cpu_count"]
+    assert document["machine"]["versions"]["trio"]
+    assert document["run"]["mode"] == "tiny"
+    assert document["benchmarks"][name]["rows"]
+    assert document["benchmarks"][name]["configs"]
+
+    if name == "inflight":
+        # The one property a benchmark checks rather than measures: every outcome of a
+        # request whose frame was written before the reset is ambiguous, for both.
+        [ambiguous] = [t for t in result.targets if "ambiguous" in t.text]
+        assert ambiguous.met
+        for row in result.rows:
+            if "ambiguous" in row.label:
+                assert row.text_trio == row.text_base, row
+
+
+def test_command_line_bench(tmp_path: Path) -> None:
+    """``trio-relay bench NAME`` end to end, in a fresh process (CPU pinning included)."""
+    json_path = tmp_path / "out.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_relay.cli", "bench", "inbound", "--tiny", "--pin",
+         "--json", str(json_path)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "== inbound:" in done.stdout
+    assert "\r" not in done.stderr, "no progress bar when stderr is not a terminal"
+    assert json.loads(json_path.read_text())["benchmarks"]["inbound"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is not None, reason="matplotlib is installed"
+)
+def test_plot_without_matplotlib_fails_early_and_clearly(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_relay.cli", "bench", "redial", "--tiny",
+         "--plot", str(tmp_path / "cdf.png")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "matplotlib" in done.stderr and "trio_relay[plot]" in done.stderr
+    assert "==" not in done.stdout, "it must fail before running anything"
+
+
+def test_unknown_benchmark_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown benchmark"):
+        run_benchmarks(["nope"], out=io.StringIO())
+
+
+# --- the kernel path (root and network namespaces) -------------------------------------
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_kernel_path_detects_a_vanished_peer() -> None:
+    reason = _netns.unavailable()
+    if reason is not None:
+        if os.environ.get(REQUIRE_NETNS_ENV) == "1":
+            pytest.fail(f"network namespaces required but unavailable: {reason}")
+        pytest.skip(f"network namespaces unavailable: {reason}")
+    ctx = Context(mode="tiny")
+    kernel = detect.run_kernel(ctx, 1, random.Random(1), backends=(detect.TRIO_RELAY,))
+    # Pings (1 s / 2 s) and TCP keepalive (idle 1 s + 2 probes 1 s apart) each notice
+    # the dead link in a few seconds.
+    for case in ("scaled pings", "keepalive only"):
+        [seconds] = kernel[case]["trio_relay"]
+        assert seconds is not None and 0.5 < seconds < 6, (case, seconds)
+
+
+# --- report helpers --------------------------------------------------------------------
+
+
+def test_percentile_interpolates_between_ranks() -> None:
+    samples = [float(v) for v in range(1, 11)]
+    assert percentile(samples, 0) == 1
+    assert percentile(samples, 100) == 10
+    assert percentile(samples, 50) == 5.5
+    assert math.isnan(percentile([], 50))
+
+
+def test_thin_keeps_the_shape_of_the_cdf() -> None:
+    samples = [float(v) for v in range(10_000, 0, -1)]
+    kept = thin(samples, keep=101)
+    assert len(kept) == 101
+    assert kept[0] == 1 and kept[-1] == 10_000 and kept == sorted(kept)
+    assert abs(kept[50] - percentile(samples, 50)) <= 1  # a near order statistic
+    assert thin([3.0, 1.0], keep=10) == [1.0, 3.0]
+
+
+def test_render_shows_ratio_direction_targets_and_notes() -> None:
+    result = Result("x", "a title")
+    result.rows = [
+        Row("latency", "ms", 2.0, 8.0, 10, 5),
+        Row("rate", "req/s", 3000.0, 1000.0, 3, 3, better="higher"),
+        Row("missing", "s", None, 1.0, 0, 1, text_trio="not seen"),
+    ]
+    result.notes = ["a note"]
+    result.targets = [Target("fast", "2 ms", True), Target("faster", "2 ms", False, "by 1 ms")]
+    text = render(result)
+    lines = text.splitlines()
+    [latency] = [line for line in lines if line.startswith("latency")]
+    assert "10/5" in latency and "2.00 ms" in latency and "0.25" in latency
+    assert latency.rstrip().endswith("lower")
+    [rate] = [line for line in lines if line.startswith("rate")]
+    assert "3,000 req/s" in rate and "3.00" in rate and rate.rstrip().endswith("higher")
+    assert "not seen" in text
+    assert "note: a note" in text
+    assert "target MET    fast: 2 ms" in text
+    assert "target MISSED faster: 2 ms (by 1 ms)" in text
+
+
+def test_progress_draws_only_when_enabled() -> None:
+    quiet, loud = io.StringIO(), io.StringIO()
+    for stream, enabled in ((quiet, False), (loud, True)):
+        progress = Progress(stream, enabled=enabled)
+        progress.start("redial", 4)
+        for _ in range(4):
+            progress.advance()
+        progress.finish()
+    assert quiet.getvalue() == ""
+    assert "redial" in loud.getvalue() and "4/4" in loud.getvalue()
+
+
+def test_progress_is_off_for_a_non_terminal() -> None:
+    assert not Progress(io.StringIO()).enabled
+
+
+# --- the baseline ----------------------------------------------------------------------
+
+
+def test_baseline_failed_dials_do_not_reset_its_ladder() -> None:
+    """With backoff_reset_after=0 (as the redial benchmark sets it) a failed dial must
+    still climb the ladder: only a connection that lived resets it. Before the fix a
+    failed dial counted as a connection that lived 0 s, so the baseline redialled a
+    down connector every 0.5-1 s forever."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    waits: list[float] = []
+
+    class Recorder(random.Random):
+        def uniform(self, a: float, b: float) -> float:
+            waits.append(b)
+            return 0.0
+
+    async def main() -> None:
+        config = BaselineConfig(backoff_initial=1.0, backoff_max=4.0, backoff_reset_after=0)
+        async with BaselineRelay(f"http://127.0.0.1:{port}", config, rng=Recorder()) as relay:
+            while relay.stats["dials"] < 5:
+                await asyncio.sleep(0.005)
+
+    asyncio.run(asyncio.wait_for(main(), 10))
+    assert waits[:4] == [1.0, 2.0, 4.0, 4.0]

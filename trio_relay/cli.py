@@ -1,0 +1,405 @@
+"""The ``trio-relay`` command: benchmarks, a reference connector, and a probe.
+
+::
+
+    trio-relay bench [NAME|all] [--quick] [-n N] [--json PATH] [--plot PATH.png]
+    trio-relay connector [--host HOST] [--port PORT] [--gateway-id ID] [--secret S]
+    trio-relay probe URL [--gateway-id ID] [--secret S] [--timeout SECONDS]
+
+``bench`` needs the ``bench`` extra (the asyncio baseline uses ``websockets``) and
+``--plot`` the ``plot`` extra (matplotlib). ``probe`` prints no secret, ever; it reads the
+secret from ``--secret`` or, better (command lines are visible to other users), from the
+``TRIO_RELAY_SECRET`` environment variable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import secrets
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from typing import TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import trio
+
+from ._config import Identity, RelayConfig, UpgradeAuth
+from ._descriptor import Descriptor
+from ._relay import open_relay
+from ._state import State
+
+__all__ = ["main"]
+
+SECRET_ENV = "TRIO_RELAY_SECRET"
+DEFAULT_GATEWAY_ID = "test-gateway"
+
+
+# --- bench ---------------------------------------------------------------------------
+
+
+def _bench(args: argparse.Namespace) -> int:
+    try:
+        run = importlib.import_module("trio_relay_benchmarks.run")
+    except ImportError as exc:
+        print(
+            f"trio-relay bench: the benchmarks cannot be imported ({exc}); they need the "
+            "bench extra: pip install 'trio_relay[bench]'",
+            file=sys.stderr,
+        )
+        return 1
+    names = list(run.BENCHMARKS) if args.name == "all" else [args.name]
+    mode = "tiny" if args.tiny else "quick" if args.quick else "default"
+    try:
+        run.run_benchmarks(
+            names,
+            mode=mode,
+            n=args.n,
+            json_path=args.json,
+            plot_path=args.plot,
+            pin=args.pin,
+        )
+    except KeyboardInterrupt:
+        print("\ntrio-relay bench: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if type(exc).__name__ == "PlotUnavailable":
+            print(f"trio-relay bench: {exc}", file=sys.stderr)
+            return 2
+        traceback.print_exc()
+        print(f"trio-relay bench: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- connector ------------------------------------------------------------------------
+
+
+async def _serve_connector(
+    host: str, port: int, gateway_id: str | None, secret: str | None, out: TextIO
+) -> None:
+    from .testing import open_connector
+
+    credentials = {gateway_id: secret} if gateway_id and secret else None
+    async with open_connector(host=host, port=port, secrets=credentials, record=False) as c:
+        print(f"url: {c.url}", file=out)
+        print(f"websocket: {c.ws_url}", file=out)
+        if credentials is None:
+            print("auth: none (any gateway may connect)", file=out)
+            print(f"try: trio-relay probe {c.url}", file=out)
+        else:
+            print(f"gateway id: {gateway_id}", file=out)
+            print(f"secret: {secret}", file=out)
+            print(
+                f"try: {SECRET_ENV}=<secret> trio-relay probe {c.url} --gateway-id {gateway_id}",
+                file=out,
+            )
+        print("serving; Ctrl-C to stop", file=out, flush=True)
+        await c.serve_forever()
+
+
+def _connector(args: argparse.Namespace) -> int:
+    gateway_id: str | None = None
+    secret: str | None = None
+    if not args.no_auth:
+        gateway_id = args.gateway_id or DEFAULT_GATEWAY_ID
+        secret = args.secret or os.environ.get(SECRET_ENV) or secrets.token_urlsafe(18)
+        if ":" in gateway_id:
+            print("trio-relay connector: --gateway-id must not contain ':'", file=sys.stderr)
+            return 2
+    try:
+        trio.run(_serve_connector, args.host, args.port, gateway_id, secret, sys.stdout)
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 0
+    except OSError as exc:
+        print(
+            f"trio-relay connector: cannot listen on {args.host}:{args.port}: {exc}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+# --- probe ----------------------------------------------------------------------------
+
+
+class _LastEvent(logging.Handler):
+    """Keeps the relay's last log line about a dial or a connection ending."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.text: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        for marker in ("dial failed: ", "connection ended after "):
+            if marker in message:
+                # "relay ws://host:port: dial failed: ..." -> "dial failed: ..."
+                self.text = message[message.index(marker) :]
+
+
+def _safe_url(url: str) -> str:
+    """The URL without user info or query (either could carry a credential)."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.hostname or ""
+        if ":" in netloc:
+            netloc = f"[{netloc}]"
+        if parts.port:
+            netloc += f":{parts.port}"
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    except ValueError:
+        return "<unparseable URL>"
+
+
+def _describe(descriptor: Descriptor) -> str:
+    features = [
+        name
+        for name, on in (
+            ("edit", descriptor.supports_edit),
+            ("threads", descriptor.supports_threads),
+            ("draft streaming", descriptor.supports_draft_streaming),
+        )
+        if on
+    ]
+    ops = ", ".join(sorted(descriptor.effective_ops))
+    return (
+        f"platform {descriptor.platform}: {descriptor.label!r}, contract v"
+        f"{descriptor.contract_version}, max {descriptor.max_message_length} "
+        f"{descriptor.len_unit}, markdown {descriptor.markdown_dialect}, "
+        f"supports {', '.join(features) or 'no extras'}; ops: {ops}"
+    )
+
+
+class ProbeFailed(Exception):
+    pass
+
+
+async def _probe(
+    url: str,
+    *,
+    auth: UpgradeAuth | None,
+    identities: list[Identity],
+    timeout: float,
+    allow_insecure: bool,
+    out: TextIO,
+) -> None:
+    events = _LastEvent()
+    logger = logging.getLogger("trio_relay")
+    level = logger.level
+    logger.addHandler(events)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    config = RelayConfig(
+        connect_timeout=timeout,
+        handshake_timeout=timeout,
+        allow_insecure=allow_insecure,
+    )
+    started = time.monotonic()
+    try:
+        async with open_relay(url, identities=identities, auth=auth, config=config) as relay:
+            with trio.move_on_after(timeout):
+                # One attempt: the first dial that fails, or a connection that ends
+                # before it is up, is the answer.
+                while relay.state is not State.CONNECTED:
+                    if relay.state is State.REVOKED:
+                        raise ProbeFailed("the connector refused our credentials (revoked)")
+                    if relay.stats.dial_failures or relay.stats.drops:
+                        raise ProbeFailed(
+                            _failure(
+                                relay.stats.last_close_code,
+                                relay.stats.last_close_reason,
+                                events.text,
+                            )
+                        )
+                    await trio.sleep(0.005)
+            if relay.state is not State.CONNECTED:
+                raise ProbeFailed(f"not connected within {timeout:g} s")
+            connected_in = time.monotonic() - started
+            print(f"connected to {_safe_url(relay.url)} in {connected_in * 1000:.1f} ms", file=out)
+            for descriptor in relay.descriptors.values():
+                print(_describe(descriptor), file=out)
+            try:
+                rtt = await relay.ping(timeout=timeout)
+            except (ConnectionError, TimeoutError) as exc:
+                raise ProbeFailed(f"connected, but the ping failed: {exc}") from None
+            print(f"ping RTT: {rtt * 1000:.2f} ms", file=out, flush=True)
+    finally:
+        logger.removeHandler(events)
+        logger.setLevel(level)
+
+
+def _failure(code: int | None, reason: str | None, logged: str | None) -> str:
+    if code == 4401:
+        return f"the connector refused the upgrade: 4401 {reason or ''}".rstrip() + (
+            " (check --gateway-id and the secret)"
+        )
+    if logged:
+        return logged
+    if code is not None:
+        return f"connection closed with {code} {reason or ''}".rstrip()
+    return "the dial failed"
+
+
+def _probe_command(args: argparse.Namespace) -> int:
+    secret = args.secret or os.environ.get(SECRET_ENV)
+    auth: UpgradeAuth | None = None
+    try:
+        if args.gateway_id:
+            if not secret:
+                raise ProbeFailed(f"--gateway-id needs a secret (--secret or ${SECRET_ENV})")
+            auth = UpgradeAuth(args.gateway_id, secret)
+        identities = [Identity(p, b) for p, _, b in (s.partition(":") for s in args.platform)]
+        trio.run(
+            lambda: _probe(
+                args.url,
+                auth=auth,
+                identities=identities or [Identity("relay", "")],
+                timeout=args.timeout,
+                allow_insecure=args.allow_insecure,
+                out=sys.stdout,
+            )
+        )
+    except KeyboardInterrupt:
+        return 130
+    except (ProbeFailed, ValueError, TypeError) as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        if secret:
+            text = text.replace(secret, "<secret>")
+        print(f"probe failed: {text}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- the parser -----------------------------------------------------------------------
+
+
+def _soak(argv: Sequence[str]) -> int:
+    try:
+        soak = importlib.import_module("trio_relay_benchmarks.soak")
+    except ImportError as exc:
+        print(f"trio-relay soak: unavailable ({exc})", file=sys.stderr)
+        return 1
+    return int(soak.main(list(argv)) or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trio-relay",
+        description="trio_relay tools: benchmarks against the asyncio baseline, a "
+        "reference connector to develop against, and a probe for a real connector.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    benchmarks: dict[str, str] = {}
+    default = "redial"
+    try:
+        run = importlib.import_module("trio_relay_benchmarks.run")
+        benchmarks, default = dict(run.BENCHMARKS), str(run.DEFAULT)
+    except ImportError:
+        pass  # the bench extra is missing; `bench` itself will say so
+    listing = "\n".join(f"  {name:<11} {text}" for name, text in benchmarks.items())
+    bench = sub.add_parser(
+        "bench",
+        help="run benchmarks (trio_relay vs the asyncio baseline)",
+        description="Run benchmarks: trio_relay against an asyncio baseline of the design "
+        "it replaces, with the reference connector in a separate process. Prints a table "
+        "per benchmark with the ratio trio_relay/baseline.",
+        epilog=f"benchmarks:\n{listing}\n  all         every one of them, in this order"
+        if listing
+        else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_argument(
+        "name",
+        nargs="?",
+        default=default,
+        choices=[*benchmarks, "all"] if benchmarks else None,
+        help=f"which benchmark (default: {default})",
+    )
+    bench.add_argument("--quick", action="store_true", help="fewer samples (about 15 s each)")
+    bench.add_argument(
+        "-n",
+        type=int,
+        default=None,
+        metavar="N",
+        help="main sample count (redial: drops per variant; inflight, detect, "
+        "throughput: rounds; inbound: events; memory: relays)",
+    )
+    bench.add_argument("--json", metavar="PATH", help="write machine-readable results here")
+    bench.add_argument("--plot", metavar="PATH.png", help="write a latency CDF (needs matplotlib)")
+    bench.add_argument(
+        "--pin",
+        action="store_true",
+        help="pin the connector to the last CPU and this process to the others (off by "
+        "default: every message then wakes a process on another CPU, and any other load "
+        "on either CPU lands on the figures)",
+    )
+    bench.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)
+    bench.set_defaults(func=_bench)
+
+    connector = sub.add_parser(
+        "connector",
+        help="serve the reference connector",
+        description="Serve the reference connector (trio_relay.testing) until Ctrl-C, "
+        "printing its URL and the test credentials a gateway needs.",
+    )
+    connector.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    connector.add_argument("--port", type=int, default=0, help="default 0: any free port")
+    connector.add_argument("--gateway-id", help=f"default {DEFAULT_GATEWAY_ID}")
+    connector.add_argument("--secret", help=f"default ${SECRET_ENV}, else a random one")
+    connector.add_argument("--no-auth", action="store_true", help="accept any gateway")
+    connector.set_defaults(func=_connector)
+
+    probe = sub.add_parser(
+        "probe",
+        help="dial a connector, handshake, print its descriptors and the ping RTT",
+        description="Dial URL once, handshake, print the descriptors and the ping RTT. "
+        "Exit 0 on success; 1 with a one-line reason otherwise. Never prints a secret.",
+    )
+    probe.add_argument("url", metavar="URL", help="the connector's base URL (http[s]/ws[s])")
+    probe.add_argument("--gateway-id", help="authenticate as this gateway")
+    probe.add_argument("--secret", help=f"the gateway's secret (better: ${SECRET_ENV})")
+    probe.add_argument("--timeout", type=float, default=10.0, help="seconds (default 10)")
+    probe.add_argument(
+        "--platform",
+        action="append",
+        default=[],
+        metavar="NAME[:BOT]",
+        help="identity to say hello as (repeatable; default relay)",
+    )
+    probe.add_argument(
+        "--allow-insecure",
+        action="store_true",
+        help="allow plaintext ws:// to a host that is not loopback",
+    )
+    probe.set_defaults(func=_probe_command)
+
+    sub.add_parser(
+        "soak",
+        help="chaos soak of every promise the relay makes (see trio-relay soak --help)",
+        add_help=False,
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list[:1] == ["soak"]:
+        return _soak(args_list[1:])
+    parser = _parser()
+    args = parser.parse_args(args_list)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
