@@ -76,8 +76,14 @@ def run_benchmarks(
         raise ValueError(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
     if plot_path is not None:
         require_matplotlib()
-    for name in ("trio_relay", "websockets", "trio_relay_benchmarks.baseline"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)  # the faults are on purpose
+    # The faults are on purpose: quiet their logs for the run, and restore the levels
+    # after (tests call this in-process, and later tests read those loggers).
+    quieted = {
+        name: logging.getLogger(name).level
+        for name in ("trio_relay", "websockets", "trio_relay_benchmarks.baseline")
+    }
+    for name in quieted:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     connector_cpu, client_cpus = plan_cpus(pin)
     ctx = Context(
         mode=mode,
@@ -113,6 +119,8 @@ def run_benchmarks(
     finally:
         if original is not None:
             os.sched_setaffinity(0, original)
+        for name, level in quieted.items():
+            logging.getLogger(name).setLevel(level)
     load_end = _load()
     print(f"\nload average at end: {load_end}", file=out)
     run_info = {

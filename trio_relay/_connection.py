@@ -36,6 +36,7 @@ from ._liveness import LivenessStream
 from ._outbox import Line, Outbox
 from ._outcome import Outcome
 from ._stats import RelayStats
+from ._waiters import Expiry, Waiter
 
 logger = logging.getLogger("trio_relay")
 
@@ -55,36 +56,6 @@ def _end_info(cause: str, exc: trio_websocket.ConnectionClosed) -> EndInfo:
     if close is None:
         return EndInfo(cause)
     return EndInfo(cause, close.code, close.reason)
-
-
-class Waiter:
-    """One request in flight on one connection.
-
-    It is both the outbox item (the writer marks it written) and the rendezvous its
-    caller sleeps on. Exactly one :class:`Outcome` is ever recorded.
-    """
-
-    __slots__ = ("abandoned", "done", "line", "may_have_left", "outcome", "request_id")
-
-    def __init__(self, request_id: str, line: str) -> None:
-        self.request_id = request_id
-        self.line = line
-        self.may_have_left = False
-        """True from the moment the writer starts writing the frame's message."""
-        self.abandoned = False
-        self.outcome: Outcome | None = None
-        self.done = trio.Event()
-
-    def mark_sending(self) -> None:
-        self.may_have_left = True
-
-    def mark_written(self) -> None:
-        pass  # may_have_left already says all an outcome needs
-
-    def resolve(self, outcome: Outcome) -> None:
-        if self.outcome is None:
-            self.outcome = outcome
-            self.done.set()
 
 
 InboundSink = Callable[[InboundFrame | PassthroughFrame | InterruptInbound], None]
@@ -115,6 +86,7 @@ class Connection:
             on_sent=self._count_sent,
         )
         self.waiters: dict[str, Waiter] = {}
+        self._expiry = Expiry(self._expired)
         self.descriptors: list[DescriptorFrame] = []
         self._identities_expected = 0
         self.handshake_done = trio.Event()
@@ -133,6 +105,7 @@ class Connection:
         self._nursery.start_soon(self._reader)
         self._nursery.start_soon(self._writer)
         self._nursery.start_soon(self._pinger)
+        self._nursery.start_soon(self._expiry.run)
 
     def end(self, info: EndInfo) -> None:
         """Mark the connection over; settle every waiter now; cancel its tasks.
@@ -146,15 +119,16 @@ class Connection:
         self.end_info = info = self._closing_info or info
         self._on_end(self)
         waiters, self.waiters = self.waiters, {}
-        detail = info.cause
+        # One outcome of each kind for all: Outcome is immutable, and a thousand
+        # waiters must be settled in the moment the link is known dead.
+        lost = _outcome.connection_lost(info.cause)
+        unsent = _outcome.write_failed(f"connection ended before the write: {info.cause}")
         for waiter in waiters.values():
             if waiter.may_have_left:
-                waiter.resolve(_outcome.connection_lost(detail))
+                waiter.resolve(lost)
             else:
                 waiter.abandoned = True
-                waiter.resolve(
-                    _outcome.write_failed(f"connection ended before the write: {detail}")
-                )
+                waiter.resolve(unsent)
         self._wake_drain()
         self.ended.set()
         self._nursery.cancel_scope.cancel()
@@ -188,23 +162,26 @@ class Connection:
         of this connection — whichever comes first."""
         if not self.is_open:
             return _outcome.write_failed("connection already ended")
-        waiter = Waiter(request_id, line)
+        waiter = Waiter(request_id, line, deadline, timeout)
         if not self.outbox.put(waiter):
             return _outcome.queue_full(self._config.max_queued_frames)
         self.waiters[request_id] = waiter
+        self._expiry.add(waiter)
         try:
-            with trio.move_on_at(deadline):
-                await waiter.done.wait()
-        finally:
-            if waiter.outcome is None:
-                # Timed out or cancelled: leave no trace, so a late result is ignored
-                # and the writer skips the frame if it has not gone out yet.
-                waiter.abandoned = True
-                self.waiters.pop(request_id, None)
-                self._wake_drain()
-        if waiter.outcome is None:
-            waiter.outcome = _outcome.timed_out(timeout, written=waiter.may_have_left)
-        return waiter.outcome
+            return await waiter.wait()
+        except BaseException:
+            # Cancelled: leave no trace, so a late result is ignored and the writer
+            # skips the frame if it has not gone out yet.
+            waiter.abandoned = True
+            self.waiters.pop(request_id, None)
+            self._wake_drain()
+            raise
+
+    def _expired(self, waiter: Waiter) -> None:
+        self.waiters.pop(waiter.request_id, None)
+        waiter.abandoned = True  # the writer skips it if it has not gone out yet
+        waiter.resolve(_outcome.timed_out(waiter.timeout, written=waiter.may_have_left))
+        self._wake_drain()
 
     def send_line(self, line: str) -> bool:
         """Queue a fire-and-forget frame; false if the connection cannot take it."""
@@ -241,6 +218,7 @@ class Connection:
                         waiter = self.waiters.pop(frame.request_id, None)
                         if waiter is not None:
                             waiter.resolve(Outcome.answered(frame.result))
+                            self._expiry.prune(waiter)
                             self._wake_drain()
                     else:
                         self._dispatch(frame)
