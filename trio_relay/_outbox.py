@@ -71,8 +71,6 @@ class Outbox:
         self._max_message_bytes = max_message_bytes
         self._queue: list[Outgoing] = []
         self._lot = trio.lowlevel.ParkingLot()
-        self.messages_sent = 0
-        self.frames_sent = 0
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -109,16 +107,7 @@ class Outbox:
             batch = [item for item in self.take_unsent() if not item.abandoned]
             start = 0
             while start < len(batch):
-                end, size = start, 0
-                while end < len(batch):
-                    line = batch[end].line
-                    n = len(line) if line.isascii() else len(line.encode("utf-8"))
-                    if end > start and (
-                        size + n > self._max_message_bytes or end - start >= MAX_BATCH_FRAMES
-                    ):
-                        break
-                    size += n
-                    end += 1
+                end = self._message_end(batch, start)
                 # Filtered again per message: a sender may have given up while an
                 # earlier message of this batch was being written.
                 group = [item for item in batch[start:end] if not item.abandoned]
@@ -128,9 +117,20 @@ class Outbox:
                 for item in group:
                     item.mark_sending()
                 await send("".join(item.line for item in group))
-                self.messages_sent += 1
-                self.frames_sent += len(group)
                 if self._on_sent is not None:
                     self._on_sent(len(group))
                 for item in group:
                     item.mark_written()
+
+    def _message_end(self, batch: list[Outgoing], start: int) -> int:
+        """Where the message that starts at ``batch[start]`` ends (exclusive): at most
+        ``MAX_BATCH_FRAMES`` lines and ``max_message_bytes`` of UTF-8, at least one line."""
+        end, size = start, 0
+        while end < len(batch) and end - start < MAX_BATCH_FRAMES:
+            line = batch[end].line
+            n = len(line) if line.isascii() else len(line.encode("utf-8"))
+            if end > start and size + n > self._max_message_bytes:
+                break
+            size += n
+            end += 1
+        return end
