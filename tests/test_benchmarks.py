@@ -1,8 +1,8 @@
 """The benchmarks (benchmarks/, imported as trio_relay_benchmarks) can never rot.
 
-Every benchmark runs here for real, in its smallest mode (``--tiny``: a handful of
-samples through the same code as a full run, connector process included), and must
-produce a complete table and valid JSON. Timings are not asserted: a loaded CI machine
+Every benchmark runs here for real in ``--quick`` mode, the same mode a user runs
+(a few samples through the same code as a full run, connector process included), and
+must produce a complete table and valid JSON. Timings are not asserted: a loaded CI machine
 must not fail the suite. The report helpers and a baseline fix get unit tests.
 """
 
@@ -42,7 +42,7 @@ REQUIRE_NETNS_ENV = "TRIO_RELAY_REQUIRE_NETNS"
 def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
     out = io.StringIO()
     json_path = tmp_path / f"{name}.json"
-    [result] = run_benchmarks([name], mode="tiny", json_path=str(json_path), pin=False, out=out)
+    [result] = run_benchmarks([name], mode="quick", json_path=str(json_path), pin=False, out=out)
 
     assert result.name == name
     assert result.rows, "a benchmark must report figures"
@@ -57,7 +57,7 @@ def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
     document = json.loads(json_path.read_text())
     assert document["machine"]["python"] and document["machine"]["cpu_count"]
     assert document["machine"]["versions"]["trio"]
-    assert document["run"]["mode"] == "tiny"
+    assert document["run"]["mode"] == "quick"
     assert document["benchmarks"][name]["rows"]
     assert document["benchmarks"][name]["configs"]
 
