@@ -330,3 +330,54 @@ async def test_ping_measures_a_round_trip(connector: ReferenceConnector) -> None
         await relay.wait_connected(5)
         rtt = await relay.ping()
     assert 0 < rtt == relay.stats.ping_rtt
+
+
+async def test_an_unbounded_timeout_is_allowed_and_nonsense_is_refused(
+    connector: ReferenceConnector,
+) -> None:
+    async with trio_relay.open_relay(connector.url, config=config()) as relay:
+        await relay.wait_connected(5)
+        assert (await relay.request(SEND, timeout=float("inf"))).success
+        for bad in (0, -1, float("nan")):
+            with pytest.raises(ValueError, match="positive number of seconds"):
+                await relay.request(SEND, timeout=bad)
+    assert len(connector.outbound) == 1
+
+
+async def test_a_ping_in_flight_fails_at_once_when_the_link_drops(
+    connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with trio_relay.open_relay(connector.url, config=config()) as relay:
+        await relay.wait_connected(5)
+        session = connector.current
+        connector.go_silent()  # the pong never comes
+        async with trio.open_nursery() as nursery:
+
+            async def ping() -> None:
+                start = trio.current_time()
+                with pytest.raises(ConnectionError):
+                    await relay.ping(timeout=30)
+                assert trio.current_time() - start < 30  # not the timeout
+
+            nursery.start_soon(ping)
+            await trio.sleep(1)
+            await connector.abort(session)
+
+
+async def test_go_idle_gives_up_at_once_when_the_link_drops(
+    connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with trio_relay.open_relay(connector.url, config=config()) as relay:
+        await relay.wait_connected(5)
+        session = connector.current
+        connector.go_silent()  # the ack never comes
+        async with trio.open_nursery() as nursery:
+
+            async def idle() -> None:
+                start = trio.current_time()
+                assert not await relay.go_idle(timeout=30)
+                assert trio.current_time() - start < 30
+
+            nursery.start_soon(idle)
+            await trio.sleep(1)
+            await connector.abort(session)

@@ -25,6 +25,7 @@ from ._frames import (
     CONNECTOR_FRAMES,
     DescriptorFrame,
     Frame,
+    GoingIdle,
     GoingIdleAck,
     Hello,
     InboundFrame,
@@ -95,6 +96,8 @@ class Connection:
         self.idle_acked = trio.Event()
         self._drained: trio.Event | None = None
         self._closing_info: EndInfo | None = None
+        self._on_end_cancel: set[trio.CancelScope] = set()
+        """Waits that must end with the connection (pings, go_idle)."""
         self.opened_at = trio.current_time()
         self.up_at: float | None = None
         """When the handshake completed; None until then."""
@@ -131,6 +134,8 @@ class Connection:
                 waiter.resolve(unsent)
         self._wake_drain()
         self.ended.set()
+        for scope in self._on_end_cancel:
+            scope.cancel()
         self._nursery.cancel_scope.cancel()
 
     async def handshake(self, identities: Sequence[Identity], timeout: float) -> bool:
@@ -197,12 +202,28 @@ class Connection:
         if self._drained is not None and not self.waiters:
             self._drained.set()
 
+    async def go_idle(self, timeout: float) -> bool:
+        """Send ``going_idle`` and wait for the ack; false on timeout or if the
+        connection ends first."""
+        if not self.idle_acked.is_set() and not self.send_line(encode_frame(GoingIdle())):
+            return False
+        with trio.move_on_after(timeout), trio.CancelScope() as scope:
+            self._on_end_cancel.add(scope)
+            try:
+                await self.idle_acked.wait()
+                return True
+            finally:
+                self._on_end_cancel.discard(scope)
+        return False
+
     async def close(self, code: int, reason: str, cause: str, *, by_us: bool) -> None:
         """Close deliberately with ``code``; the closing handshake is bounded."""
         self._closing_info = EndInfo(cause, code, reason, by_us=by_us)
-        with trio.move_on_after(self._config.close_timeout):
-            await self.ws.aclose(code, reason)
-        self.end(self._closing_info)
+        try:
+            with trio.move_on_after(self._config.close_timeout):
+                await self.ws.aclose(code, reason)
+        finally:
+            self.end(self._closing_info)
 
     # --- tasks -----------------------------------------------------------------------
 
@@ -250,9 +271,15 @@ class Connection:
 
     async def _writer(self) -> None:
         try:
-            await self.outbox.run_writer(self.ws.send_message)
-        except trio_websocket.ConnectionClosed as exc:
-            self.end(_end_info("write failed", exc))
+            await self.outbox.run_writer(self.ws.send_message, self._socket_open)
+        except trio_websocket.ConnectionClosed:
+            # The reader sees the same close once it has handed over every message
+            # received before it (answers among them), and ends the connection then;
+            # the pinger is the backstop if it never does.
+            return
+
+    def _socket_open(self) -> bool:
+        return self.is_open and self.ws.closed is None
 
     def _count_sent(self, frames: int) -> None:
         self._stats.messages_sent += 1
@@ -283,9 +310,16 @@ class Connection:
         """One ping; the RTT in seconds (also kept in stats), or None if the connection
         closed first (the reader reports the close)."""
         sent_at = trio.current_time()
-        try:
-            await self.ws.ping()
-        except trio_websocket.ConnectionClosed:
+        with trio.CancelScope() as scope:
+            # trio-websocket never wakes a pending ping when the socket dies.
+            self._on_end_cancel.add(scope)
+            try:
+                await self.ws.ping()
+            except trio_websocket.ConnectionClosed:
+                return None
+            finally:
+                self._on_end_cancel.discard(scope)
+        if scope.cancelled_caught:
             return None
         rtt = self._stats.ping_rtt = trio.current_time() - sent_at
         return rtt

@@ -76,8 +76,11 @@ class DedupeWriter:
                 await self._flush()
                 await trio.to_thread.run_sync(self._store.close, abandon_on_cancel=True)
             if scope.cancelled_caught:
-                logger.error("inbound: dedupe store not flushed within %g s; recent "
-                             "keys may be replayed after a restart", FINAL_FLUSH_TIMEOUT)
+                logger.error(
+                    "inbound: dedupe store not flushed within %g s; recent "
+                    "keys may be replayed after a restart",
+                    FINAL_FLUSH_TIMEOUT,
+                )
 
     async def _flush(self) -> None:
         if not self._pending:

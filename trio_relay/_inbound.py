@@ -216,8 +216,7 @@ class InboundPipeline:
                 payload = MessageEvent.from_wire(frame.event)
             except Exception as exc:  # FrameError, or a decoder bug: same fate
                 return self._undecodable("message", frame.event, frame.buffer_id, exc)
-            return _Delivery("message", payload, frame.event, frame.buffer_id,
-                             payload.dedupe_key)
+            return _Delivery("message", payload, frame.event, frame.buffer_id, payload.dedupe_key)
         try:
             payload = PassthroughForward.from_wire(frame.forward)
         except Exception as exc:
@@ -227,8 +226,11 @@ class InboundPipeline:
         return _Delivery("passthrough", payload, frame.forward, frame.buffer_id, key)
 
     def _undecodable(
-        self, kind: Literal["message", "passthrough"], raw: dict[str, Any],
-        buffer_id: str | None, exc: Exception,
+        self,
+        kind: Literal["message", "passthrough"],
+        raw: dict[str, Any],
+        buffer_id: str | None,
+        exc: Exception,
     ) -> _Delivery:
         self._stats.frames_rejected += 1
         logger.warning("inbound: cannot decode %s (bufferId=%s): %r", kind, buffer_id, exc)
@@ -243,7 +245,9 @@ class InboundPipeline:
             logger.warning(
                 "inbound: %d deliveries waiting for a handler (bound %d); buffered ones "
                 "are left to the connector to redeliver, live ones queue up to %d",
-                self._waiting, bound, bound * LIVE_OVERFLOW_FACTOR,
+                self._waiting,
+                bound,
+                bound * LIVE_OVERFLOW_FACTOR,
             )
         if buffered:
             self._stats.inbound_dropped += 1
@@ -306,9 +310,9 @@ class InboundPipeline:
             if self._writer is not None:
                 nursery.start_soon(self._writer.run)
             early, self._early = self._early or [], None
-            self._set_waiting(self._waiting - sum(
-                not isinstance(f, InterruptInbound) for f in early
-            ))
+            self._set_waiting(
+                self._waiting - sum(not isinstance(f, InterruptInbound) for f in early)
+            )
             for frame in early:
                 self.submit(frame)
             task_status.started()
@@ -374,29 +378,51 @@ class InboundPipeline:
         attempts = 1 if attempt_key is None else self._attempts.record_failure(attempt_key)
         limit = self._config.max_delivery_attempts
         if attempts >= limit:
-            logger.error("inbound: handler failed %s (attempt %d of %d); giving up",
-                         delivery.label, attempts, limit, exc_info=exc)
+            logger.error(
+                "inbound: handler failed %s (attempt %d of %d); giving up",
+                delivery.label,
+                attempts,
+                limit,
+                exc_info=exc,
+            )
             await self._dead_letter(delivery, "attempts_exhausted", attempts, repr(exc))
             return
         if delivery.key is not None:
             self._dedupe.release(delivery.key)  # so the redelivery is handled
         if delivery.buffer_id is not None:
-            logger.warning("inbound: handler failed %s (attempt %d of %d); not acked, "
-                           "the connector will redeliver it", delivery.label, attempts,
-                           limit, exc_info=exc)
+            logger.warning(
+                "inbound: handler failed %s (attempt %d of %d); not acked, "
+                "the connector will redeliver it",
+                delivery.label,
+                attempts,
+                limit,
+                exc_info=exc,
+            )
         else:
-            logger.error("inbound: handler failed live %s (attempt %d of %d); the "
-                         "connector does not redeliver live events", delivery.label,
-                         attempts, limit, exc_info=exc)
+            logger.error(
+                "inbound: handler failed live %s (attempt %d of %d); the "
+                "connector does not redeliver live events",
+                delivery.label,
+                attempts,
+                limit,
+                exc_info=exc,
+            )
 
     async def _dead_letter(
-        self, delivery: _Delivery,
-        reason: Literal["attempts_exhausted", "unparseable"], attempts: int, error: str,
+        self,
+        delivery: _Delivery,
+        reason: Literal["attempts_exhausted", "unparseable"],
+        attempts: int,
+        error: str,
     ) -> None:
         self._stats.dead_letters += 1
         letter = DeadLetter(
-            kind=delivery.kind, reason=reason, key=delivery.key,
-            buffer_id=delivery.buffer_id, attempts=attempts, error=error,
+            kind=delivery.kind,
+            reason=reason,
+            key=delivery.key,
+            buffer_id=delivery.buffer_id,
+            attempts=attempts,
+            error=error,
             payload=delivery.payload if delivery.payload is not None else delivery.raw,
         )
         if self._on_dead_letter is None:
@@ -413,8 +439,11 @@ class InboundPipeline:
         assert self._nursery is not None
         if self._interrupts_pending >= self._config.max_inbound_queue:
             self._stats.inbound_dropped += 1
-            logger.error("inbound: %d interrupts pending; LOST interrupt for session %s",
-                         self._interrupts_pending, frame.session_key)
+            logger.error(
+                "inbound: %d interrupts pending; LOST interrupt for session %s",
+                self._interrupts_pending,
+                frame.session_key,
+            )
             return
         self._interrupts_pending += 1
         self._nursery.start_soon(self._run_interrupt, frame)
@@ -429,7 +458,10 @@ class InboundPipeline:
                     await self._on_interrupt(frame.session_key, frame.chat_id)
                 except Exception:
                     self._stats.handler_failures += 1
-                    logger.warning("inbound: interrupt handler failed for session %s",
-                                   frame.session_key, exc_info=True)
+                    logger.warning(
+                        "inbound: interrupt handler failed for session %s",
+                        frame.session_key,
+                        exc_info=True,
+                    )
         finally:
             self._interrupts_pending -= 1

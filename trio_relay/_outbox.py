@@ -84,17 +84,20 @@ class Outbox:
         return True
 
     def take_unsent(self) -> list[Outgoing]:
-        """Everything still queued (for the connection's final sweep); empties the box."""
+        """Everything queued since the last call; empties the box."""
         items, self._queue = self._queue, []
         return items
 
-    async def run_writer(self, send: Callable[[str], Awaitable[None]]) -> None:
+    async def run_writer(
+        self, send: Callable[[str], Awaitable[None]], is_open: Callable[[], bool]
+    ) -> None:
         """Write queued lines through ``send`` forever; ends only by exception/cancel.
 
         Each item is marked *sending* before its message is written and *written*
         after. A failed or cancelled write may still have delivered the message, and a
         sender that gives up mid-write cannot stop it, so from ``mark_sending`` on the
-        frame's fate is unknown; before it, the frame certainly never left.
+        frame's fate is unknown; before it, the frame certainly never left. Returns
+        when ``is_open()`` turns false, without marking what is still queued.
         """
         while True:
             if not self._queue:
@@ -104,9 +107,11 @@ class Outbox:
             # the pass would only add latency (and a system call).
             if trio.lowlevel.current_statistics().tasks_runnable:
                 await trio.lowlevel.checkpoint()
-            batch = [item for item in self.take_unsent() if not item.abandoned]
+            batch = self.take_unsent()
             start = 0
             while start < len(batch):
+                if not is_open():
+                    return  # nothing of this message can leave: leave it unmarked
                 end = self._message_end(batch, start)
                 # Filtered again per message: a sender may have given up while an
                 # earlier message of this batch was being written.

@@ -35,7 +35,7 @@ from ._connection import Connection
 from ._descriptor import Descriptor
 from ._dial import Endpoint
 from ._errors import RelayClosed, RelayRevoked
-from ._frames import FrameError, GoingIdle, InboundAck
+from ._frames import FrameError, InboundAck, Interrupt
 from ._inbound import (
     DeadLetterHandler,
     InboundPipeline,
@@ -74,8 +74,9 @@ class Relay:
         stats: RelayStats,
         rng_seed: int | None = None,
     ) -> None:
-        self.url = normalize_url(url)
-        self._endpoint = Endpoint.from_url(self.url)
+        self._endpoint = Endpoint.from_url(normalize_url(url))
+        self.url = str(self._endpoint) + self._endpoint.resource.split("?")[0]
+        """The URL dialled, without user info or query (either may hold a secret)."""
         if not (self._endpoint.secure or self._endpoint.is_loopback or config.allow_insecure):
             raise ValueError(
                 f"refusing plaintext ws:// to {self._endpoint.host!r}: the upgrade token "
@@ -179,6 +180,8 @@ class Relay:
         """
         request_id, line, op = self._encode_request(action, platform)
         timeout = self._config.request_timeout if timeout is None else timeout
+        if not timeout > 0:  # NaN fails this too
+            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         deadline = trio.current_time() + timeout
         outcome = await self._deliver(
             request_id, line, op, platform, deadline, timeout, wait_connected
@@ -274,25 +277,21 @@ class Relay:
         """Tell the connector to stop a session (fire and forget). False when there is
         no connection to send it on."""
         conn = self._conn
-        line = encode_line({"type": "interrupt", "session_key": session_key, "reason": reason})
-        return conn is not None and conn.send_line(line)
+        return conn is not None and conn.send_line(encode_frame(Interrupt(session_key, reason)))
 
     async def go_idle(self, timeout: float = 5.0) -> bool:
         """Ask the connector to switch us to buffered-only delivery; true once acked."""
         conn = self._conn
         if conn is None:
             return False
-        conn.idle_acked = trio.Event()
-        if not conn.send_line(encode_frame(GoingIdle())):
-            return False
-        with trio.move_on_after(timeout):
-            await conn.idle_acked.wait()
+        if await conn.go_idle(timeout):
             return True
-        logger.warning(
-            "relay %s: no going_idle_ack within %g s; keeping the connection",
-            self._endpoint,
-            timeout,
-        )
+        if conn.is_open:
+            logger.warning(
+                "relay %s: no going_idle_ack within %g s; keeping the connection",
+                self._endpoint,
+                timeout,
+            )
         return False
 
     async def go_dormant(self, timeout: float = 5.0) -> bool:
@@ -300,7 +299,7 @@ class Relay:
         after ``config.dormant_redial_delay``. If the connector does not acknowledge
         within ``timeout``, the connection is kept and false is returned."""
         conn = self._conn
-        if conn is None or not await self.go_idle(timeout):
+        if conn is None or not await self.go_idle(timeout) or not conn.is_open:
             return False
         self._dormant_requested = True
         await conn.close(NORMAL_CLOSE_CODE, "dormant", "went dormant", by_us=True)
@@ -342,9 +341,11 @@ class Relay:
                 self._backoff.connection_ended(served.up_for)
             if self._closing:
                 return
-            if self._dormant_requested:
+            # Only our own close of this connection is the dormant one: a drop that beat
+            # go_dormant's close to it is an ordinary drop.
+            dormant, self._dormant_requested = self._dormant_requested and end.by_us, False
+            if dormant:
                 # A deliberate close: not a failure, so the ladder starts afresh.
-                self._dormant_requested = False
                 fresh_token_redial = False
                 self._backoff.reset()
                 await trio.sleep(self._config.dormant_redial_delay)
@@ -404,7 +405,7 @@ class Relay:
             self._newest = None
         if self._conn is conn:
             self._conn = None
-            if self._dormant_requested:
+            if self._dormant_requested and info.by_us:
                 self._set_state(State.DORMANT, "went dormant; redial armed")
             elif not self._closing:
                 self._set_state(State.RECONNECTING, info.cause)
@@ -413,7 +414,7 @@ class Relay:
 
     async def _shutdown(self) -> None:
         self._closing = True
-        conn = self._conn
+        conn = self._conn or self._newest  # one still in its handshake is closed too
         if conn is not None:
             with trio.move_on_after(self._config.drain_timeout):
                 await conn.wait_drained()

@@ -102,6 +102,8 @@ class Expiry:
         self._wake = trio.CancelScope()
 
     def add(self, waiter: Waiter) -> None:
+        if waiter.deadline == math.inf:
+            return  # never expires
         key = round((waiter.deadline - trio.current_time()) * 1000)
         group = self._groups.get(key)
         if group is None:

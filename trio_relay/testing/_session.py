@@ -351,7 +351,7 @@ class Session:
 
     async def _write(self, ws: WebSocketConnection) -> None:
         try:
-            await self.outbox.run_writer(ws.send_message)
+            await self.outbox.run_writer(ws.send_message, lambda: ws.closed is None)
         except ConnectionClosed:
             self._peer_ended()
 
