@@ -6,9 +6,10 @@ keeps a trailing partial line between calls. Anything malformed becomes a
 :class:`RejectedFrame` in the output, in stream order, and never an exception: one bad
 line must not cost the frames around it, nor the connection.
 
-:func:`encode_frame` serialises one frame to a line, and :func:`pack_lines` packs queued
-lines into as few messages as the size limit allows; batching is what lets one writer
-task keep up with many requesters.
+:func:`encode_frame` serialises one frame to a line. :func:`pack_lines` packs lines into
+as few messages as a size limit allows, for peers that batch plainly; the relay's own
+writer (``_outbox.py``) also caps frames per message and tracks each frame's fate, so it
+keeps its own loop.
 
 Sans-I/O: no Trio, no sockets.
 """
