@@ -26,6 +26,7 @@ from relay_support import (
 from trio_relay import (
     MessageEvent,
     Outcome,
+    Relay,
     RelayClosed,
     RelayConfig,
     State,
@@ -45,6 +46,23 @@ mock time (the pinger's deadlines) forever."""
 def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
     with Watch.installed(monkeypatch) as watch:
         yield watch
+
+
+async def put_requests_in_flight(
+    connector: ReferenceConnector,
+    relay: Relay,
+    nursery: trio.Nursery,
+    outcomes: list[Outcome],
+) -> None:
+    """Wait for the connection, withhold results, and leave IN_FLIGHT requests (run in
+    ``nursery``) waiting on answers the connector has read."""
+    with trio.fail_after(5):
+        await relay.wait_connected()
+    connector.withhold_results()
+    for _ in range(IN_FLIGHT):
+        nursery.start_soon(request_into, relay, outcomes)
+    with trio.fail_after(5):
+        await connector.wait_outbound(IN_FLIGHT)
 
 
 async def release_after(connector: ReferenceConnector, delay: float) -> None:
@@ -153,22 +171,14 @@ async def test_cancelled_exit_is_prompt_and_leaves_nothing_behind(
         fds_before = open_fds()
         # fail_after: a hang fails the test instead of spinning mock time forever.
         with trio.fail_after(HANG), trio.CancelScope() as scope:
-            async with open_relay(connector.url) as relay:
-                with trio.fail_after(5):
-                    await relay.wait_connected()
+            async with open_relay(connector.url) as relay, trio.open_nursery() as nursery:
+                await put_requests_in_flight(connector, relay, nursery, outcomes)
                 session = connector.current
-                assert session is not None
-                connector.withhold_results()
-                async with trio.open_nursery() as nursery:
-                    for _ in range(IN_FLIGHT):
-                        nursery.start_soon(request_into, relay, outcomes)
-                    with trio.fail_after(5):
-                        await connector.wait_outbound(IN_FLIGHT)
-                    if peer == "silent":
-                        connector.go_silent()
-                    cancelled_at = trio.current_time()
-                    scope.cancel()
-                    await trio.sleep_forever()
+                if peer == "silent":
+                    connector.go_silent()
+                cancelled_at = trio.current_time()
+                scope.cancel()
+                await trio.sleep_forever()
         assert scope.cancelled_caught
         took = trio.current_time() - cancelled_at
         assert took <= CLOSE_BOUND
@@ -208,13 +218,7 @@ async def test_cancelled_exit_still_reads_answers_while_draining(
             async with trio.open_nursery() as outside:
                 with trio.CancelScope() as scope:
                     async with open_relay(connector.url) as relay:
-                        with trio.fail_after(5):
-                            await relay.wait_connected()
-                        connector.withhold_results()
-                        for _ in range(IN_FLIGHT):
-                            outside.start_soon(request_into, relay, outcomes)
-                        with trio.fail_after(5):
-                            await connector.wait_outbound(IN_FLIGHT)
+                        await put_requests_in_flight(connector, relay, outside, outcomes)
                         outside.start_soon(release_after, connector, answer_after)
                         cancelled_at = trio.current_time()
                         scope.cancel()
@@ -256,15 +260,9 @@ async def test_clean_exit_drains_requests_answered_in_time(
         with trio.fail_after(HANG):
             async with trio.open_nursery() as outside:
                 async with open_relay(connector.url) as relay:
-                    with trio.fail_after(5):
-                        await relay.wait_connected()
+                    await put_requests_in_flight(connector, relay, outside, outcomes)
                     session = connector.current
                     assert session is not None
-                    connector.withhold_results()
-                    for _ in range(IN_FLIGHT):
-                        outside.start_soon(request_into, relay, outcomes)
-                    with trio.fail_after(5):
-                        await connector.wait_outbound(IN_FLIGHT)
                     outside.start_soon(release_after, connector, release_delay)
 
                     async def request_while_closing() -> None:
@@ -293,15 +291,9 @@ async def test_clean_exit_gives_up_on_unanswered_requests_after_drain_timeout(
         with trio.fail_after(HANG):
             async with trio.open_nursery() as outside:
                 async with open_relay(connector.url) as relay:
-                    with trio.fail_after(5):
-                        await relay.wait_connected()
+                    await put_requests_in_flight(connector, relay, outside, outcomes)
                     session = connector.current
                     assert session is not None
-                    connector.withhold_results()
-                    for _ in range(IN_FLIGHT):
-                        outside.start_soon(request_into, relay, outcomes)
-                    with trio.fail_after(5):
-                        await connector.wait_outbound(IN_FLIGHT)
                     left_at = trio.current_time()
                 closed_after = trio.current_time() - left_at
         assert DEFAULTS.drain_timeout <= closed_after <= CLOSE_BOUND

@@ -37,9 +37,7 @@ async def test_round_trip_passes_the_result_through(connector: ReferenceConnecto
     async with trio_relay.open_relay(connector.url, config=config()) as relay:
         await relay.wait_connected(5)
         outcome = await relay.request(SEND)
-    assert outcome == Outcome(
-        success=True, result={"success": True, "message_id": "m1"}
-    )
+    assert outcome == Outcome(success=True, result={"success": True, "message_id": "m1"})
     (frame,) = connector.outbound
     assert frame.action == SEND
     assert frame.platform is None and frame.bot_id is None
@@ -79,9 +77,7 @@ async def test_platform_tagging_names_the_identity(connector: ReferenceConnector
 async def test_caller_mistakes_raise_and_send_nothing(
     connector: ReferenceConnector, action: Any, error: type[Exception], match: str
 ) -> None:
-    async with trio_relay.open_relay(
-        connector.url, config=config(max_message_bytes=4096)
-    ) as relay:
+    async with trio_relay.open_relay(connector.url, config=config(max_message_bytes=4096)) as relay:
         await relay.wait_connected(5)
         with pytest.raises(error, match=match):
             await relay.request(action)
@@ -344,40 +340,32 @@ async def test_an_unbounded_timeout_is_allowed_and_nonsense_is_refused(
     assert len(connector.outbound) == 1
 
 
-async def test_a_ping_in_flight_fails_at_once_when_the_link_drops(
-    connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
+async def _ping_raises_connection_error(relay: trio_relay.Relay) -> None:
+    with pytest.raises(ConnectionError):
+        await relay.ping(timeout=30)
+
+
+async def _go_idle_returns_false(relay: trio_relay.Relay) -> None:
+    assert not await relay.go_idle(timeout=30)
+
+
+@pytest.mark.parametrize("wait", [_ping_raises_connection_error, _go_idle_returns_false])
+async def test_a_wait_on_the_peer_ends_at_once_when_the_link_drops(
+    connector: ReferenceConnector, autojump_clock: trio.testing.MockClock, wait: Any
 ) -> None:
+    """A ping awaiting its pong, or go_idle awaiting its ack, ends with the link rather
+    than at its own 30 s timeout."""
     async with trio_relay.open_relay(connector.url, config=config()) as relay:
         await relay.wait_connected(5)
         session = connector.current
-        connector.go_silent()  # the pong never comes
+        connector.go_silent()  # neither the pong nor the ack ever comes
         async with trio.open_nursery() as nursery:
 
-            async def ping() -> None:
+            async def waiting() -> None:
                 start = trio.current_time()
-                with pytest.raises(ConnectionError):
-                    await relay.ping(timeout=30)
+                await wait(relay)
                 assert trio.current_time() - start < 30  # not the timeout
 
-            nursery.start_soon(ping)
-            await trio.sleep(1)
-            await connector.abort(session)
-
-
-async def test_go_idle_gives_up_at_once_when_the_link_drops(
-    connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
-) -> None:
-    async with trio_relay.open_relay(connector.url, config=config()) as relay:
-        await relay.wait_connected(5)
-        session = connector.current
-        connector.go_silent()  # the ack never comes
-        async with trio.open_nursery() as nursery:
-
-            async def idle() -> None:
-                start = trio.current_time()
-                assert not await relay.go_idle(timeout=30)
-                assert trio.current_time() - start < 30
-
-            nursery.start_soon(idle)
+            nursery.start_soon(waiting)
             await trio.sleep(1)
             await connector.abort(session)

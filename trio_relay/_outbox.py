@@ -72,9 +72,6 @@ class Outbox:
         self._queue: list[Outgoing] = []
         self._lot = trio.lowlevel.ParkingLot()
 
-    def __len__(self) -> int:
-        return len(self._queue)
-
     def put(self, item: Outgoing) -> bool:
         """Queue ``item``; false (nothing queued) when ``max_frames`` are waiting."""
         if len(self._queue) >= self._max_frames:

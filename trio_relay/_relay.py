@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-import random
 import secrets
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import trio
@@ -72,7 +72,6 @@ class Relay:
         config: RelayConfig,
         pipeline: InboundPipeline,
         stats: RelayStats,
-        rng_seed: int | None = None,
     ) -> None:
         self._endpoint = Endpoint.from_url(normalize_url(url))
         self.url = str(self._endpoint) + self._endpoint.resource.split("?")[0]
@@ -107,7 +106,6 @@ class Relay:
             maximum=config.backoff_max,
             first_delay=config.backoff_first_delay,
             reset_after=config.backoff_reset_after,
-            rng=random.Random(rng_seed),
         )
         self._dormant_requested = False
 
@@ -334,9 +332,10 @@ class Relay:
                 identities=self._identities,
                 mint_token=self._mint,
                 hooks=hooks,
-                fresh_token_redial=fresh_token_redial,
             )
-            end = served.end
+            # Whether this connection was the one redial after a first 4401 strike is
+            # the supervisor's knowledge; the close rules need it with the end.
+            end = replace(served.end, fresh_token_redial=fresh_token_redial)
             if served.up_for is not None:
                 self._backoff.connection_ended(served.up_for)
             if self._closing:

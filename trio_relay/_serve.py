@@ -68,7 +68,6 @@ async def serve_connection(
     identities: Sequence[Identity],
     mint_token: Callable[[], str | None],
     hooks: ConnectionHooks,
-    fresh_token_redial: bool,
 ) -> Served:
     """Dial once and serve the connection until it ends; never raises for the
     network's faults (they come back as the :class:`ConnectionEnd`)."""
@@ -76,9 +75,7 @@ async def serve_connection(
     try:
         transport = await open_transport(endpoint, config)
     except DIAL_ERRORS as exc:
-        return _dial_failed(
-            endpoint, stats, f"connect failed: {_describe(exc)}", None, fresh_token_redial
-        )
+        return _dial_failed(endpoint, stats, f"connect failed: {_describe(exc)}", None)
     conn: Connection | None = None
     try:
         async with trio.open_nursery() as nursery:
@@ -90,11 +87,11 @@ async def serve_connection(
                 nursery.cancel_scope.cancel()
                 # An HTTP-level refusal of our credentials reads like a 4401.
                 code = AUTH_CLOSE_CODE if exc.status in (401, 403) else None
-                return _dial_failed(endpoint, stats, str(exc), code, fresh_token_redial)
+                return _dial_failed(endpoint, stats, str(exc), code)
             except DIAL_ERRORS as exc:
                 nursery.cancel_scope.cancel()
                 cause = f"upgrade failed: {_describe(exc)}"
-                return _dial_failed(endpoint, stats, cause, None, fresh_token_redial)
+                return _dial_failed(endpoint, stats, cause, None)
             conn = Connection(
                 ws=ws,
                 transport=transport,
@@ -120,10 +117,10 @@ async def serve_connection(
     finally:
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(transport)
-    return _connection_over(endpoint, conn, fresh_token_redial)
+    return _connection_over(endpoint, conn)
 
 
-def _connection_over(endpoint: Endpoint, conn: Connection, fresh_token_redial: bool) -> Served:
+def _connection_over(endpoint: Endpoint, conn: Connection) -> Served:
     info = conn.end_info
     assert info is not None, "the connection nursery exits only through Connection.end"
     now = trio.current_time()
@@ -135,21 +132,17 @@ def _connection_over(endpoint: Endpoint, conn: Connection, fresh_token_redial: b
         info.code,
         info.reason,
     )
-    end = ConnectionEnd(
-        info.code, info.reason, bool(conn.descriptors), fresh_token_redial, info.by_us
-    )
+    end = ConnectionEnd(info.code, info.reason, bool(conn.descriptors), by_us=info.by_us)
     return Served(end, None if conn.up_at is None else now - conn.up_at)
 
 
-def _dial_failed(
-    endpoint: Endpoint, stats: RelayStats, cause: str, code: int | None, fresh_token_redial: bool
-) -> Served:
+def _dial_failed(endpoint: Endpoint, stats: RelayStats, cause: str, code: int | None) -> Served:
     reason = "unauthorized" if code == AUTH_CLOSE_CODE else None
     stats.dial_failures += 1
     stats.last_close_code = code
     stats.last_close_reason = reason
     logger.info("relay %s: dial failed: %s", endpoint, cause)
-    return Served(ConnectionEnd(code, reason, False, fresh_token_redial), None)
+    return Served(ConnectionEnd(code, reason, had_handshake=False), None)
 
 
 def _describe(exc: BaseException) -> str:
