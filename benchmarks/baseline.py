@@ -40,8 +40,8 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from trio_relay._token import mint_token
-from trio_relay._url import normalize_url
+from trio_relay._core.token import mint_token
+from trio_relay._core.url import normalize_url
 
 __all__ = ["BaselineConfig", "BaselineOutcome", "BaselineRelay"]
 

@@ -75,7 +75,7 @@ import trio_websocket
 
 import trio_relay
 from trio_relay import MessageEvent, Outcome, RelayConfig, UpgradeAuth
-from trio_relay._outcome import GATEWAY_CODES
+from trio_relay._core.outcome import GATEWAY_CODES
 from trio_relay.testing import ReferenceConnector, Session, open_connector
 from trio_relay.testing._protocol import JsonObject
 
@@ -375,8 +375,8 @@ def _relay_objects() -> Counter[str]:
 
     The ``Relay`` handle itself is left out on purpose: its caller may keep it (and so
     may a log handler holding a handler failure's traceback, as pytest's does)."""
-    from trio_relay._connection import Connection, Waiter
-    from trio_relay._liveness import LivenessStream
+    from trio_relay._trio.connection import Connection, Waiter
+    from trio_relay._trio.liveness import LivenessStream
 
     kinds: tuple[type, ...] = (Connection, Waiter, LivenessStream)
     gc.collect()

@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import trio
 
-import trio_relay._serve as serve_module
+import trio_relay._trio.serve as serve_module
 from trio_relay import Outcome, Relay, State
-from trio_relay._dial import open_transport as real_open_transport
+from trio_relay._trio.dial import open_transport as real_open_transport
 from trio_relay.testing import ReferenceConnector
 
 RELAY_LOGGER = "trio_relay"

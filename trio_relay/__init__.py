@@ -5,17 +5,17 @@ in chat events; every request ends in an honest :class:`Outcome` within bounded 
 whatever the network does. See README.md for the guarantees.
 """
 
-from ._config import Identity, RelayConfig, UpgradeAuth
-from ._descriptor import Descriptor
-from ._errors import RelayClosed, RelayError, RelayRevoked
-from ._event import Media, MessageEvent, Source
-from ._inbound import DeadLetter
-from ._keepalive import KeepaliveConfig
-from ._outcome import Outcome
-from ._passthrough import PassthroughForward
-from ._relay import Relay, open_relay
-from ._state import State
-from ._stats import RelayStats
+from ._core.config import Identity, RelayConfig, UpgradeAuth
+from ._core.descriptor import Descriptor
+from ._core.errors import RelayClosed, RelayError, RelayRevoked
+from ._core.event import Media, MessageEvent, Source
+from ._core.keepalive import KeepaliveConfig
+from ._core.outcome import Outcome
+from ._core.passthrough import PassthroughForward
+from ._core.state import State
+from ._core.stats import RelayStats
+from ._trio.inbound import DeadLetter
+from ._trio.relay import Relay, open_relay
 from .http import StreamStalled
 
 __all__ = [

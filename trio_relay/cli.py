@@ -28,10 +28,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
-from ._config import Identity, RelayConfig, UpgradeAuth
-from ._descriptor import Descriptor
-from ._relay import open_relay
-from ._state import State
+from ._core.config import Identity, RelayConfig, UpgradeAuth
+from ._core.descriptor import Descriptor
+from ._core.state import State
+from ._trio.relay import open_relay
 
 __all__ = ["main"]
 

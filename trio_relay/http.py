@@ -24,7 +24,7 @@ import httpcore
 import httpx
 import trio
 
-from ._keepalive import KeepaliveConfig, SocketOption
+from ._core.keepalive import KeepaliveConfig, SocketOption
 
 __all__ = ["StreamStalled", "keepalive_client", "keepalive_sync_client", "stall_timeout"]
 

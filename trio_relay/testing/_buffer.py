@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 
-from .._frames import Frame
+from .._core.frames import Frame
 
 
 class DurableBuffer:

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 
 import trio
 
-from .._frames import OutboundResult
-from .._token import verify_token
+from .._core.frames import OutboundResult
+from .._core.token import verify_token
 from ._session import ANONYMOUS, Admission, Session
 
 RELAY_PATH = "/relay"

@@ -18,8 +18,8 @@ from typing import Any
 import trio
 from trio_websocket import WebSocketRequest
 
-from .._codec import RejectedFrame
-from .._frames import (
+from .._core.codec import RejectedFrame
+from .._core.frames import (
     DescriptorFrame,
     Frame,
     GoingIdle,

@@ -30,9 +30,9 @@ from trio_websocket import (
     wrap_server_stream,
 )
 
-from .._codec import FrameDecoder, encode_frame
-from .._frames import GATEWAY_FRAMES, Frame, Hello
-from .._outbox import Line, Outbox
+from .._core.codec import FrameDecoder, encode_frame
+from .._core.frames import GATEWAY_FRAMES, Frame, Hello
+from .._trio.outbox import Line, Outbox
 
 logger = logging.getLogger("trio_relay.testing.connector")
 

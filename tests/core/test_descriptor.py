@@ -1,0 +1,254 @@
+"""Descriptor.from_wire: required fields, coercions and defaults (CONTRACT.md, "Descriptor")."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from typing import Any
+
+import pytest
+
+from trio_relay._core.descriptor import DEFAULT_MAX_MESSAGE_LENGTH, LEGACY_OPS, Descriptor
+from trio_relay._core.frames import FrameError
+
+FULL: dict[str, Any] = {
+    "contract_version": 1,
+    "platform": "telegram",
+    "label": "Telegram",
+    "max_message_length": 4000,
+    "supports_draft_streaming": True,
+    "supports_edit": True,
+    "supports_threads": True,
+    "markdown_dialect": "markdown_v2",
+    "len_unit": "utf16",
+    "emoji": "✈️",
+    "platform_hint": "Keep replies short.",
+    "pii_safe": False,
+    "supported_ops": ["send", "edit", "typing", "follow_up", "react"],
+}
+
+
+def wire(**changes: Any) -> dict[str, Any]:
+    """A minimal valid descriptor with ``changes`` applied (``None`` removes a key)."""
+    obj: dict[str, Any] = {"contract_version": 1, "platform": "slack"}
+    for key, value in changes.items():
+        if value is None:
+            obj.pop(key, None)
+        else:
+            obj[key] = value
+    return obj
+
+
+def test_full_descriptor() -> None:
+    d = Descriptor.from_wire(FULL)
+    assert d == Descriptor(
+        platform="telegram",
+        contract_version=1,
+        label="Telegram",
+        max_message_length=4000,
+        supports_draft_streaming=True,
+        supports_edit=True,
+        supports_threads=True,
+        markdown_dialect="markdown_v2",
+        len_unit="utf16",
+        emoji="✈️",
+        platform_hint="Keep replies short.",
+        pii_safe=False,
+        supported_ops=("send", "edit", "typing", "follow_up", "react"),
+        raw=FULL,
+    )
+
+
+def test_minimal_descriptor_defaults() -> None:
+    d = Descriptor.from_wire({"contract_version": 1, "platform": "slack"})
+    assert d.label == "slack"
+    assert d.max_message_length == DEFAULT_MAX_MESSAGE_LENGTH == 4096
+    assert d.supports_draft_streaming is False
+    assert d.supports_edit is False
+    assert d.supports_threads is False
+    assert d.markdown_dialect == "plain"
+    assert d.len_unit == "chars"
+    assert d.emoji is None and d.platform_hint is None and d.pii_safe is None
+    assert d.supported_ops == ()
+    assert d.effective_ops == LEGACY_OPS
+
+
+@pytest.mark.parametrize(
+    ("obj", "match"),
+    [
+        (None, "object"),
+        ([], "object"),
+        ("slack", "object"),
+        ({"contract_version": 1}, "platform"),
+        ({"contract_version": 1, "platform": ""}, "platform"),
+        ({"contract_version": 1, "platform": "   "}, "platform"),
+        ({"contract_version": 1, "platform": 7}, "platform"),
+        ({"contract_version": 1, "platform": None}, "platform"),
+        ({"platform": "slack"}, "contract_version"),
+        ({"platform": "slack", "contract_version": "1"}, "contract_version"),
+        ({"platform": "slack", "contract_version": 1.0}, "contract_version"),
+        ({"platform": "slack", "contract_version": True}, "contract_version"),
+        ({"platform": "slack", "contract_version": None}, "contract_version"),
+    ],
+)
+def test_rejected(obj: Any, match: str) -> None:
+    with pytest.raises(FrameError, match=match):
+        Descriptor.from_wire(obj)
+
+
+def test_frame_error_is_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        Descriptor.from_wire({})
+
+
+def test_future_contract_version_is_kept() -> None:
+    assert Descriptor.from_wire(wire(contract_version=2)).contract_version == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (2000, 2000),
+        (1, 1),
+        (0, 4096),
+        (-5, 4096),
+        ("2000", 4096),
+        (2000.0, 4096),
+        (True, 4096),
+        (None, 4096),
+        ([2000], 4096),
+    ],
+)
+def test_max_message_length(value: Any, expected: int) -> None:
+    assert Descriptor.from_wire(wire(max_message_length=value)).max_message_length == expected
+
+
+@pytest.mark.parametrize("key", ["supports_draft_streaming", "supports_edit", "supports_threads"])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(True, True), (False, False), (None, False), (1, False), ("true", False), ([], False)],
+)
+def test_bool_flags(key: str, value: Any, expected: bool) -> None:
+    assert getattr(Descriptor.from_wire(wire(**{key: value})), key) is expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("Slack HQ", "Slack HQ"), (None, "slack"), ("", "slack"), (5, "slack")],
+)
+def test_label_defaults_to_platform(value: Any, expected: str) -> None:
+    assert Descriptor.from_wire(wire(label=value)).label == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("slack", "slack"),
+        ("discord", "discord"),
+        ("markdown_v2", "markdown_v2"),
+        ("some_future_dialect", "some_future_dialect"),
+        (None, "plain"),
+        ("", "plain"),
+        (3, "plain"),
+    ],
+)
+def test_markdown_dialect(value: Any, expected: str) -> None:
+    assert Descriptor.from_wire(wire(markdown_dialect=value)).markdown_dialect == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("chars", "chars"),
+        ("utf16", "utf16"),
+        ("UTF16", "chars"),
+        ("bytes", "chars"),
+        (16, "chars"),
+        (None, "chars"),
+    ],
+)
+def test_len_unit(value: Any, expected: str) -> None:
+    assert Descriptor.from_wire(wire(len_unit=value)).len_unit == expected
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("emoji", "💬", "💬"),
+        ("emoji", 1, None),
+        ("emoji", True, None),
+        ("platform_hint", "hint", "hint"),
+        ("platform_hint", ["hint"], None),
+        ("pii_safe", True, True),
+        ("pii_safe", False, False),
+        ("pii_safe", 0, None),
+        ("pii_safe", "yes", None),
+    ],
+)
+def test_optional_fields(key: str, value: Any, expected: Any) -> None:
+    assert getattr(Descriptor.from_wire(wire(**{key: value})), key) == expected
+    assert getattr(Descriptor.from_wire(wire()), key) is None
+
+
+@pytest.mark.parametrize(
+    ("value", "ops"),
+    [
+        (["send", "react"], ("send", "react")),
+        (["send", 5, None, "delete", {"op": "x"}], ("send", "delete")),
+        ([], ()),
+        ([1, 2], ()),
+        ("send", ()),  # a bare string is not a list of ops
+        ({"send": True}, ()),
+        (None, ()),
+    ],
+)
+def test_supported_ops(value: Any, ops: tuple[str, ...]) -> None:
+    assert Descriptor.from_wire(wire(supported_ops=value)).supported_ops == ops
+
+
+def test_legacy_ops() -> None:
+    assert frozenset({"send", "edit", "typing", "follow_up"}) == LEGACY_OPS
+
+
+@pytest.mark.parametrize("value", [None, [], [7]])
+def test_empty_ops_mean_legacy_set(value: Any) -> None:
+    d = Descriptor.from_wire(wire(supported_ops=value))
+    assert d.effective_ops == LEGACY_OPS
+    for op in LEGACY_OPS:
+        assert d.supports(op)
+    for op in ("send_media", "react", "delete", "thread_create", "get_chat_info"):
+        assert not d.supports(op)
+
+
+def test_advertised_ops_replace_the_legacy_set() -> None:
+    d = Descriptor.from_wire(wire(supported_ops=["send", "react"]))
+    assert d.effective_ops == frozenset({"send", "react"})
+    assert d.supports("react")
+    assert not d.supports("edit")  # not advertised: not assumed
+    assert not d.supports("")
+
+
+def test_unknown_keys_ignored_but_reachable() -> None:
+    obj = wire(rate_limit={"per_second": 1}, beta=True)
+    d = Descriptor.from_wire(obj)
+    assert d.raw == obj
+    assert d.raw["rate_limit"] == {"per_second": 1}
+    assert not hasattr(d, "rate_limit")
+
+
+def test_raw_is_a_copy() -> None:
+    obj = wire()
+    d = Descriptor.from_wire(obj)
+    obj["platform"] = "changed"
+    assert d.raw["platform"] == "slack"
+
+
+def test_immutable_hashable_copyable() -> None:
+    d = Descriptor.from_wire(FULL)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.platform = "x"  # type: ignore[misc]
+    assert hash(d) == hash(Descriptor.from_wire(FULL))
+    assert pickle.loads(pickle.dumps(d)) == d
+    assert copy.deepcopy(d) == d
+    assert "raw" not in repr(d)

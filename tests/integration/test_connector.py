@@ -1,0 +1,509 @@
+"""The reference connector (trio_relay.testing), driven by a raw trio-websocket client.
+
+Everything runs on real loopback sockets: the connector is the server side of every
+other test in this suite, so what is checked here is that it speaks the contract and
+that each fault it injects looks, on the wire, like the real thing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+import trio
+from trio_websocket import (
+    ConnectionClosed,
+    ConnectionRejected,
+    HandshakeError,
+    WebSocketConnection,
+    open_websocket_url,
+)
+
+from trio_relay._core.frames import Interrupt, Outbound
+from trio_relay._core.token import mint_token
+from trio_relay.testing import ReferenceConnector, Session, open_connector, serve_connector
+
+NOW = 1_700_000_000.0
+SECRETS = {"gw1": "s3cret", "gw2": "other"}
+
+
+def _clock() -> float:
+    return NOW
+
+
+def line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj) + "\n"
+
+
+def hello(platform: str = "slack", bot: str = "B1") -> str:
+    return line({"type": "hello", "platform": platform, "botId": bot})
+
+
+def outbound(request_id: str, op: str = "send") -> str:
+    return line({"type": "outbound", "requestId": request_id, "action": {"op": op}})
+
+
+class Peer:
+    """A raw gateway: a trio-websocket client plus a newline-JSON line buffer."""
+
+    def __init__(self, ws: WebSocketConnection) -> None:
+        self.ws = ws
+        self._lines: list[str] = []
+        self._partial = ""
+        self.messages = 0
+
+    async def send(self, *lines: str) -> None:
+        await self.ws.send_message("".join(lines))
+
+    async def frame(self) -> dict[str, Any]:
+        while not self._lines:
+            message = await self.ws.get_message()
+            assert isinstance(message, str)
+            self.messages += 1
+            *complete, self._partial = (self._partial + message).split("\n")
+            self._lines.extend(complete)
+        obj: dict[str, Any] = json.loads(self._lines.pop(0))
+        return obj
+
+    async def frames(self, count: int) -> list[dict[str, Any]]:
+        return [await self.frame() for _ in range(count)]
+
+    async def handshake(self, platform: str = "slack") -> dict[str, Any]:
+        await self.send(hello(platform))
+        descriptor = await self.frame()
+        assert descriptor["type"] == "descriptor"
+        return descriptor
+
+    async def closed(self) -> tuple[int, str | None]:
+        """Read until the connection ends; its close code and reason."""
+        with trio.fail_after(2):
+            while True:
+                try:
+                    await self.ws.get_message()
+                except ConnectionClosed as exc:
+                    assert exc.reason is not None
+                    return exc.reason.code, exc.reason.reason
+
+
+@asynccontextmanager
+async def dial(
+    connector: ReferenceConnector, *, token: str | None = None, path: str = "/relay"
+) -> AsyncIterator[Peer]:
+    headers = [(b"Authorization", f"Bearer {token}".encode())] if token else None
+    url = f"ws://127.0.0.1:{connector.port}{path}"
+    async with open_websocket_url(
+        url, extra_headers=headers, connect_timeout=2, disconnect_timeout=0.5
+    ) as ws:
+        yield Peer(ws)
+
+
+def token(gateway_id: str = "gw1", *, secret: str | None = None, ttl: float = 300) -> str:
+    return mint_token(gateway_id, secret or SECRETS[gateway_id], ttl=ttl, now=NOW)
+
+
+# --- handshake ----------------------------------------------------------------------
+
+
+async def test_hello_gets_one_descriptor_each_with_overrides() -> None:
+    overrides = {"discord": {"markdown_dialect": "discord", "supported_ops": ["send", "react"]}}
+    async with open_connector(descriptors=overrides) as connector, dial(connector) as peer:
+        assert connector.url == f"http://127.0.0.1:{connector.port}"
+        await peer.send(hello("slack"), hello("discord"))
+        first, second = await peer.frames(2)
+        assert first == {
+            "type": "descriptor",
+            "descriptor": {
+                "contract_version": 1,
+                "platform": "slack",
+                "label": "Slack",
+                "max_message_length": 4096,
+                "supports_draft_streaming": False,
+                "supports_edit": True,
+                "supports_threads": False,
+                "markdown_dialect": "plain",
+                "len_unit": "chars",
+            },
+        }
+        assert second["descriptor"]["platform"] == "discord"
+        assert second["descriptor"]["markdown_dialect"] == "discord"
+        assert second["descriptor"]["supported_ops"] == ["send", "react"]
+        session = await connector.wait_session()
+        assert session is connector.current
+        assert connector.handshakes == 1
+        assert [h.platform for h in session.hellos] == ["slack", "discord"]
+        assert session.gateway_id == "anonymous"
+
+
+async def test_wrong_path_is_refused_with_404() -> None:
+    async with open_connector() as connector:
+        with pytest.raises(ConnectionRejected) as info:
+            async with dial(connector, path="/other"):
+                pass  # pragma: no cover
+        assert info.value.status_code == 404
+        assert connector.sessions == []
+
+
+# --- requests -----------------------------------------------------------------------
+
+
+async def test_batched_outbound_all_answered_in_one_message() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake()
+        await peer.send(outbound("r1"), outbound("r2"), outbound("r3"))
+        results = await peer.frames(3)
+        assert [r["requestId"] for r in results] == ["r1", "r2", "r3"]
+        assert [r["result"] for r in results] == [
+            {"success": True, "message_id": f"m{n}"} for n in (1, 2, 3)
+        ]
+        # Three results, ready in one dispatch, leave as one WebSocket message.
+        assert peer.messages == 2  # the descriptor, then one batch
+        assert [o.request_id for o in connector.outbound] == ["r1", "r2", "r3"]
+        assert connector.outbound_count == 3
+
+
+async def test_outbound_split_across_messages_is_reassembled() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        whole = outbound("split")
+        await peer.send(whole[:10])
+        await peer.send(whole[10:])
+        assert (await peer.frame())["requestId"] == "split"
+
+
+async def test_custom_handler_result_none_and_failure() -> None:
+    async def handler(session: Session, frame: Outbound) -> dict[str, Any] | None:
+        op = frame.action["op"]
+        if op == "typing":
+            return None  # no reply at all
+        if op == "boom":
+            raise ValueError("kaput")
+        await trio.sleep(0)  # handlers may await; they run off the reader task
+        return {"success": True, "echo": op, "gateway": session.gateway_id}
+
+    async with open_connector(outbound_handler=handler) as connector, dial(connector) as peer:
+        await peer.send(outbound("t", "typing"), outbound("b", "boom"), outbound("e", "edit"))
+        got = {f["requestId"]: f["result"] for f in await peer.frames(2)}
+        assert got["e"] == {"success": True, "echo": "edit", "gateway": "anonymous"}
+        assert got["b"]["success"] is False and "kaput" in got["b"]["error"]
+        assert "t" not in got
+        assert connector.current is not None  # a failing handler never ends the session
+
+
+async def test_withhold_then_release() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        connector.withhold_results()
+        await peer.send(outbound("a"), outbound("b"))
+        await connector.wait_outbound(2)
+        assert [reply.request_id for _, reply in connector.results.held] == ["a", "b"]
+        connector.release_results()
+        assert [f["requestId"] for f in await peer.frames(2)] == ["a", "b"]
+        await peer.send(outbound("c"))  # no longer withheld
+        assert (await peer.frame())["requestId"] == "c"
+
+
+async def test_drop_results() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        connector.drop_results()
+        await peer.send(outbound("lost"))
+        await connector.wait_outbound(1)
+        connector.drop_results(False)
+        await peer.send(outbound("kept"))
+        assert (await peer.frame())["requestId"] == "kept"  # "lost" never comes
+        assert connector.results_dropped == 1
+
+
+async def test_delay_results() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        connector.delay_results(0.2)
+        start = trio.current_time()
+        await peer.send(outbound("slow"))
+        assert (await peer.frame())["requestId"] == "slow"
+        assert trio.current_time() - start >= 0.2
+
+
+# --- authentication -----------------------------------------------------------------
+
+
+async def test_auth_ok_sets_gateway_id() -> None:
+    async with (
+        open_connector(secrets=SECRETS, clock=_clock) as connector,
+        dial(connector, token=token("gw2")) as peer,
+    ):
+        await peer.handshake()
+        assert (await connector.wait_session()).gateway_id == "gw2"
+
+
+@pytest.mark.parametrize(
+    ("presented", "reason"),
+    [
+        (token("gw1", ttl=0), None),  # never expires
+        (mint_token("gw1", "s3cret", ttl=10, now=NOW - 60), "expired"),
+        (token("gw1", secret="forged"), "unauthorized"),
+        (mint_token("nobody", "x", ttl=10, now=NOW), "unauthorized"),
+        ("not-a-token", "unauthorized"),
+        (None, "unauthorized"),
+    ],
+)
+async def test_auth_verdicts(presented: str | None, reason: str | None) -> None:
+    async with (
+        open_connector(secrets=SECRETS, clock=_clock) as connector,
+        dial(connector, token=presented) as peer,
+    ):
+        if reason is None:
+            await peer.handshake()
+        else:
+            assert await peer.closed() == (4401, reason)
+            assert connector.sessions[0].refused == reason
+            assert connector.current is None and connector.handshakes == 0
+
+
+async def test_revoke_closes_sessions_and_refuses_upgrades() -> None:
+    async with open_connector(secrets=SECRETS, clock=_clock) as connector:
+        async with (
+            dial(connector, token=token("gw1")) as peer,
+            dial(connector, token=token("gw2")) as other,
+        ):
+            await peer.handshake()
+            await other.handshake()
+            connector.revoke("gw1")
+            assert await peer.closed() == (4401, "revoked")
+            assert connector.sessions[0].close_code == 4401
+            assert connector.current is connector.sessions[1]  # gw2 unaffected
+        async with dial(connector, token=token("gw1")) as peer:
+            assert await peer.closed() == (4401, "unauthorized")
+
+
+async def test_refuse_upgrades_then_accept() -> None:
+    async with open_connector() as connector:
+        connector.refuse_upgrades(2, 4401, "provisioning")
+        for _ in range(2):
+            async with dial(connector) as peer:
+                assert await peer.closed() == (4401, "provisioning")
+        async with dial(connector) as peer:
+            await peer.handshake()
+        assert len(connector.sessions) == 3
+        assert connector.handshakes == 1
+
+
+# --- durable delivery ---------------------------------------------------------------
+
+
+async def test_buffered_inbound_replayed_until_acked() -> None:
+    async with open_connector() as connector:
+        b1 = connector.buffer_inbound({"text": "one"})
+        b2 = connector.buffer_passthrough({"platform": "slack", "method": "POST"})
+        for _ in range(2):  # replayed on every handshake while unacked
+            async with dial(connector) as peer:
+                await peer.handshake()
+                first, second = await peer.frames(2)
+                assert first == {"type": "inbound", "event": {"text": "one"}, "bufferId": b1}
+                assert second["type"] == "passthrough_forward" and second["bufferId"] == b2
+        async with dial(connector) as peer:
+            await peer.handshake()
+            await peer.frames(2)
+            await peer.send(line({"type": "inbound_ack", "bufferId": b1}))
+            await connector.wait_acks(1)
+            b3 = connector.buffer_inbound({"text": "live"})  # sent at once when connected
+            assert (await peer.frame())["bufferId"] == b3
+        assert connector.pending() == [b2, b3]
+        async with dial(connector) as peer:
+            await peer.handshake()
+            assert [f["bufferId"] for f in await peer.frames(2)] == [b2, b3]
+            await peer.send(
+                line({"type": "inbound_ack", "bufferId": b2}),
+                line({"type": "inbound_ack", "bufferId": b3}),
+            )
+            await connector.wait_acks(3)
+        assert connector.acks == [b1, b2, b3]
+        assert connector.pending() == []
+        async with dial(connector) as peer:
+            await peer.handshake()
+            await peer.send(outbound("probe"))  # nothing is replayed before this answer
+            assert (await peer.frame())["requestId"] == "probe"
+
+
+async def test_buffers_are_per_gateway() -> None:
+    async with open_connector(secrets=SECRETS, clock=_clock) as connector:
+        mine = connector.buffer_inbound({"text": "for gw2"}, gateway_id="gw2")
+        connector.buffer_inbound({"text": "for gw1"}, gateway_id="gw1")
+        async with dial(connector, token=token("gw2")) as peer:
+            await peer.handshake()
+            assert (await peer.frame())["bufferId"] == mine
+            await peer.send(outbound("probe"))
+            assert (await peer.frame())["requestId"] == "probe"
+
+
+async def test_going_idle_acked_and_buffered_only() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake()
+        await peer.send(line({"type": "going_idle"}))
+        assert await peer.frame() == {"type": "going_idle_ack"}
+        connector.buffer_inbound({"text": "later"})  # idle: not pushed live
+        await peer.send(outbound("probe"))
+        assert (await peer.frame())["requestId"] == "probe"
+        assert len(connector.pending()) == 1
+
+
+async def test_live_inbound_and_interrupt() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake()
+        await connector.send_inbound({"text": "hi"})
+        await connector.send_interrupt("sess", "C1")
+        assert await peer.frames(2) == [
+            {"type": "inbound", "event": {"text": "hi"}},
+            {"type": "interrupt_inbound", "session_key": "sess", "chat_id": "C1"},
+        ]
+        await peer.send(line({"type": "interrupt", "session_key": "sess", "reason": None}))
+        await connector.wait_until(lambda: len(connector.received) == 2)
+        assert connector.received[1] == Interrupt("sess", None)
+
+
+# --- malformed frames ---------------------------------------------------------------
+
+
+async def test_inject_raw_reaches_client_verbatim() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake()
+        await connector.inject_raw('not json\n{"type":"descriptor"')
+        assert await peer.ws.get_message() == 'not json\n{"type":"descriptor"'
+        await connector.inject_raw(b"\x00binary")
+        assert await peer.ws.get_message() == b"\x00binary"
+
+
+async def test_malformed_client_frames_are_rejected_not_fatal() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.send("nope\n", "[1]\n", line({"type": "mystery"}), line({"type": "outbound"}))
+        await connector.wait_until(lambda: len(connector.rejected) == 4)
+        await peer.handshake()  # the session is still up
+        assert connector.received[-1].TYPE == "hello"
+
+
+# --- connection faults --------------------------------------------------------------
+
+
+async def test_close_with_code() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake()
+        session = await connector.wait_session()
+        await connector.close(1011, "overload")
+        assert await peer.closed() == (1011, "overload")
+        assert (session.close_code, session.close_reason) == (1011, "overload")
+        assert connector.current is None and len(connector.kills) == 1
+
+
+async def test_abort_resets_the_connection() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake()
+        await connector.abort()
+        assert (await peer.closed())[0] == 1006
+        assert connector.sessions[0].close_reason == "aborted"
+
+
+async def test_abort_is_a_tcp_reset_not_a_fin() -> None:
+    # A hand-made upgrade on a bare TCP stream, to see the RST itself: a FIN would
+    # read as b"", a reset raises.
+    async with open_connector() as connector:
+        stream = await trio.open_tcp_stream("127.0.0.1", connector.port)
+        await stream.send_all(
+            b"GET /relay HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        assert b" 101 " in await stream.receive_some()
+        await connector.wait_until(lambda: connector.current is not None)
+        await connector.abort()
+        with pytest.raises(trio.BrokenResourceError):
+            await stream.receive_some()
+        await stream.aclose()
+
+
+async def test_go_silent_stalls_pings_and_frames_then_resume() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake()
+        connector.go_silent()
+        assert connector.current is not None and connector.current.silent
+        await peer.send(outbound("held"))
+        with trio.move_on_after(0.3) as stalled:
+            await peer.ws.ping(b"p1")
+        assert stalled.cancelled_caught
+        assert connector.outbound_count == 0  # nothing read while silent
+        connector.resume_session()
+        with trio.fail_after(1):
+            await peer.ws.ping(b"p2")
+            assert (await peer.frame())["requestId"] == "held"
+
+
+async def test_stop_and_start_on_the_same_port() -> None:
+    async with open_connector() as connector:
+        port = connector.port
+        async with dial(connector) as peer:
+            await peer.handshake()
+            await connector.stop()
+            assert (await peer.closed())[0] == 1006
+        with pytest.raises(HandshakeError):
+            async with dial(connector):
+                pass  # pragma: no cover
+        await connector.start()
+        assert connector.port == port
+        async with dial(connector) as peer:
+            await peer.handshake()
+            await connector.stop(abort=False)
+            assert await peer.closed() == (1001, "going away")
+        assert len(connector.kills) == 2
+
+
+async def test_fault_without_session_raises() -> None:
+    async with open_connector() as connector:
+        with pytest.raises(RuntimeError, match="no open session"):
+            await connector.abort()
+
+
+async def test_client_close_recorded() -> None:
+    async with open_connector() as connector:
+        async with dial(connector) as peer:
+            await peer.handshake()
+            await peer.ws.aclose(4000, "bye")
+        session = connector.sessions[0]
+        with trio.fail_after(1):
+            await session.closed.wait()
+        assert (session.close_code, session.close_reason) == (4000, "bye")
+
+
+async def test_server_survives_broken_clients_and_a_crashing_session() -> None:
+    # A descriptor that cannot be encoded makes that session's dispatch raise.
+    async with open_connector(descriptors={"bad": {"x": {1, 2}}}) as connector:
+        for junk in (b"garbage\r\n\r\n", b"GET /relay HTTP/1.1\r\n", b""):
+            stream = await trio.open_tcp_stream("127.0.0.1", connector.port)
+            await stream.send_all(junk)
+            await stream.aclose()
+        async with dial(connector) as peer:
+            await peer.send(hello("bad"))
+            assert (await peer.closed())[0] == 1006
+        async with dial(connector) as peer:
+            await peer.handshake("good")
+        assert connector.listening
+
+
+# --- lifetime -----------------------------------------------------------------------
+
+
+async def test_body_exception_is_not_wrapped_in_a_group() -> None:
+    with pytest.raises(KeyError):
+        async with open_connector():
+            raise KeyError("mine")
+
+
+async def test_port_in_use_raises_the_bind_error() -> None:
+    async with open_connector() as connector:
+        with pytest.raises(OSError):
+            async with open_connector(port=connector.port):
+                pass  # pragma: no cover
+
+
+async def test_serve_connector_in_a_nursery() -> None:
+    async with trio.open_nursery() as nursery:
+        connector = await nursery.start(serve_connector)
+        async with dial(connector) as peer:
+            await peer.handshake()
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,24 @@
+"""The README's example runs, so it cannot rot."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_quickstart_runs_end_to_end() -> None:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "descriptor: Slack"
+    assert lines[1].startswith("sent: True")
+    assert "replied: True" in lines
+    assert lines[-1] == "acked: ['buf-1'] stats: 1 delivered"

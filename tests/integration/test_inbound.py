@@ -1,0 +1,387 @@
+"""Inbound delivery end to end: the real client against the reference connector over
+loopback (real sockets, real WebSocket framing, the connector's real replay buffer).
+
+Real clock: the sockets are real. Backoff is shortened so reconnects take milliseconds,
+and every test runs under a deadline so a broken rule fails instead of hanging.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+import random
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from trio_relay._core.config import Identity, RelayConfig
+from trio_relay._core.event import MessageEvent
+from trio_relay._core.passthrough import PassthroughForward
+from trio_relay._trio.inbound import DeadLetter
+from trio_relay._trio.relay import Relay, open_relay
+from trio_relay.testing import ReferenceConnector, open_connector
+
+DEADLINE = 15.0
+# Reconnects in milliseconds; a short closing handshake keeps each test well under 1 s.
+FAST = {"backoff_initial": 0.01, "backoff_max": 0.05, "backoff_first_delay": 0.0,
+        "close_timeout": 0.2}
+
+
+def event(
+    platform: Any = "slack", chat: Any = "C1", mid: Any = "m1", text: str = "hi"
+) -> dict[str, Any]:
+    source: dict[str, Any] = {"platform": platform, "chat_id": chat, "user_id": "U1"}
+    ev: dict[str, Any] = {"text": text, "source": source}
+    if mid is not None:
+        ev["message_id"] = mid
+    return ev
+
+
+FORWARD = {
+    "platform": "slack", "botId": "B1", "method": "POST", "path": "/slack/actions",
+    "headers": [["Content-Type", "application/x-www-form-urlencoded"]],
+    "bodyB64": base64.b64encode(b"payload=%7B%7D").decode(),
+}
+
+
+@pytest.fixture
+async def connector() -> AsyncIterator[ReferenceConnector]:
+    async with open_connector() as c:
+        yield c
+
+
+@asynccontextmanager
+async def relay_to(
+    connector: ReferenceConnector, **kwargs: Any
+) -> AsyncIterator[Relay]:
+    config = RelayConfig(**{**FAST, **kwargs.pop("config", {})})
+    async with open_relay(
+        connector.url, identities=[Identity("slack", "B1")], config=config, **kwargs
+    ) as relay:
+        await relay.wait_connected(timeout=DEADLINE)
+        yield relay
+
+
+async def reconnect(connector: ReferenceConnector, relay: Relay, code: int = 1011) -> None:
+    """Drop the current session and wait for the relay's next handshake."""
+    sessions = connector.handshakes
+    await connector.close(code, "test drop")
+    await connector.wait_session(sessions + 1)
+    await relay.wait_connected(timeout=DEADLINE)
+
+
+class Handled:
+    """An on_message handler recording what it ran; optionally blocks on ``gate``."""
+
+    def __init__(self) -> None:
+        self.events: list[MessageEvent] = []
+        self.gate: trio.Event | None = None
+        self.started = trio.Event()
+        self.fail = 0
+
+    async def __call__(self, ev: MessageEvent) -> None:
+        self.events.append(ev)
+        self.started.set()
+        if self.gate is not None:
+            await self.gate.wait()
+        if self.fail:
+            self.fail -= 1
+            raise RuntimeError("handler failed on purpose")
+
+    async def wait(self, n: int) -> None:
+        while len(self.events) < n:
+            await trio.sleep(0.005)
+
+    @property
+    def keys(self) -> list[str | None]:
+        return [e.dedupe_key for e in self.events]
+
+
+async def eventually(predicate: Callable[[], bool]) -> None:
+    while not predicate():
+        await trio.sleep(0.005)
+
+
+# --- at-least-once, handled once ------------------------------------------------------
+
+
+async def test_replay_after_reconnect_is_handled_once_and_acked(
+    connector: ReferenceConnector,
+) -> None:
+    # The handler finishes while the relay is between connections, so its ack cannot
+    # be sent; the connector replays on the next handshake and dedupe must drop *and
+    # ack* it, or the connector replays it forever.
+    handled = Handled()
+    handled.gate = trio.Event()
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled) as relay:
+            bid = connector.buffer_inbound(event())
+            await handled.started.wait()
+            sessions = connector.handshakes
+            await connector.stop()  # listener down: the relay cannot redial yet
+            handled.gate.set()
+            await eventually(lambda: relay.stats.delivered == 1)
+            assert connector.pending() == [bid]
+            await connector.start()
+            await connector.wait_session(sessions + 1)
+            await connector.wait_acks(1)
+            assert connector.acks == [bid] and connector.pending() == []
+            assert len(handled.events) == 1
+            assert relay.stats.replays_dropped == 1
+
+
+async def test_replay_while_in_flight_is_dropped_and_the_original_acks(
+    connector: ReferenceConnector,
+) -> None:
+    handled = Handled()
+    handled.gate = trio.Event()
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled) as relay:
+            bid = connector.buffer_inbound(event())
+            await handled.started.wait()
+            await reconnect(connector, relay)  # replays bid while it is being handled
+            await eventually(lambda: relay.stats.replays_dropped == 1)
+            assert connector.acks == []
+            handled.gate.set()
+            await connector.wait_acks(1)
+            assert connector.acks == [bid] and len(handled.events) == 1
+
+
+async def test_raw_wire_frame_is_what_dedupe_sees(connector: ReferenceConnector) -> None:
+    # Numeric Telegram ids in a raw frame, then the same message with string ids, as a
+    # store that kept text would replay it: one key, one run.
+    handled = Handled()
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled) as relay:
+            await connector.inject_raw(
+                '{"type":"inbound","bufferId":"raw-1","event":{"text":"hi","message_id":42,'
+                '"source":{"platform":"Telegram","chat_id":-1001}}}\n'
+            )
+            await connector.wait_acks(1)
+            bid = connector.buffer_inbound(event("telegram", "-1001", "42"))
+            await connector.wait_acks(2)
+            assert connector.acks == ["raw-1", bid]
+            assert handled.keys == ["telegram:-1001:42"]
+            assert relay.stats.replays_dropped == 1
+
+
+async def test_platforms_never_collide(connector: ReferenceConnector) -> None:
+    handled = Handled()
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled):
+            for platform in ("slack", "discord", "telegram"):
+                connector.buffer_inbound(event(platform, "C1", "m1"))
+            await connector.wait_acks(3)
+            assert sorted(map(str, handled.keys)) == [
+                "discord:C1:m1", "slack:C1:m1", "telegram:C1:m1"
+            ]
+
+
+class Platform(str, enum.Enum):
+    SLACK = "slack"
+
+
+async def test_enum_and_string_spelling_of_a_platform_are_one_key(
+    connector: ReferenceConnector,
+) -> None:
+    handled = Handled()
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled):
+            connector.buffer_inbound(event(Platform.SLACK))  # serialised as its value
+            await connector.wait_acks(1)
+            connector.buffer_inbound(event("Slack"))
+            connector.buffer_inbound(event(" SLACK"))
+            await connector.wait_acks(3)
+            assert handled.keys == ["slack:C1:m1"]
+
+
+async def test_missing_ids_fail_open(connector: ReferenceConnector) -> None:
+    handled = Handled()
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled):
+            for _ in range(2):
+                connector.buffer_inbound(event(mid=None))
+                connector.buffer_inbound(event(chat=None))
+            await connector.wait_acks(4)
+            assert handled.keys == [None] * 4
+
+
+async def test_handler_raises_then_redelivery_is_handled(
+    connector: ReferenceConnector,
+) -> None:
+    handled = Handled()
+    handled.fail = 1
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled) as relay:
+            bid = connector.buffer_inbound(event())
+            await eventually(lambda: relay.stats.handler_failures == 1)
+            assert connector.acks == [] and connector.pending() == [bid]
+            await reconnect(connector, relay)
+            await connector.wait_acks(1)
+            assert len(handled.events) == 2 and connector.pending() == []
+            assert relay.stats.delivered == 1
+
+
+async def test_dead_letter_after_max_attempts(connector: ReferenceConnector) -> None:
+    handled = Handled()
+    handled.fail = 10**6
+    letters: list[DeadLetter] = []
+
+    async def on_dead_letter(letter: DeadLetter) -> None:
+        letters.append(letter)
+
+    with trio.fail_after(DEADLINE):
+        async with relay_to(
+            connector, on_message=handled, on_dead_letter=on_dead_letter,
+            config={"max_delivery_attempts": 3},
+        ) as relay:
+            bid = connector.buffer_inbound(event())
+            await eventually(lambda: relay.stats.handler_failures == 1)
+            await reconnect(connector, relay)
+            await eventually(lambda: relay.stats.handler_failures == 2)
+            assert connector.acks == []  # failed twice: still the connector's to replay
+            await reconnect(connector, relay)
+            await connector.wait_acks(1)
+            assert connector.acks == [bid] and len(handled.events) == 3
+            (letter,) = letters
+            assert (letter.reason, letter.attempts, letter.buffer_id) == (
+                "attempts_exhausted", 3, bid
+            )
+            await reconnect(connector, relay)  # nothing left to replay
+            await trio.sleep(0.05)
+            assert len(handled.events) == 3
+
+
+# --- durability -----------------------------------------------------------------------
+
+
+async def test_durable_dedupe_survives_a_client_restart(
+    connector: ReferenceConnector, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "dedupe.sqlite")
+    first = Handled()
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=first, config={"dedupe_path": path}):
+            connector.buffer_inbound(event(mid="m1"))
+            await connector.wait_acks(1)
+        second = Handled()
+        async with relay_to(connector, on_message=second, config={"dedupe_path": path}) as r2:
+            # The connector lost its record of the ack and buffers the message again.
+            again = connector.buffer_inbound(event(mid="m1"))
+            fresh = connector.buffer_inbound(event(mid="m2"))
+            await connector.wait_acks(3)
+            assert sorted(connector.acks[1:]) == sorted([again, fresh])
+            assert second.keys == ["slack:C1:m2"]
+            assert r2.stats.replays_dropped == 1
+        assert first.keys == ["slack:C1:m1"]
+
+
+# --- concurrency ----------------------------------------------------------------------
+
+
+async def test_per_chat_order_under_concurrency(connector: ReferenceConnector) -> None:
+    rng = random.Random(7)
+    order: dict[str, list[int]] = {}
+    active: set[str] = set()
+
+    async def on_message(ev: MessageEvent) -> None:
+        chat = ev.source.chat_id or ""
+        assert chat not in active, "two handlers of one chat overlapped"
+        active.add(chat)
+        await trio.sleep(rng.random() * 0.01)
+        order.setdefault(chat, []).append(int(ev.message_id or -1))
+        active.discard(chat)
+
+    with trio.fail_after(DEADLINE):
+        async with relay_to(
+            connector, on_message=on_message, config={"max_concurrent_handlers": 4}
+        ):
+            for n in range(10):
+                for chat in ("A", "B", "C"):
+                    connector.buffer_inbound(event(chat=chat, mid=n))
+            await connector.wait_acks(30)
+            assert order == {chat: list(range(10)) for chat in "ABC"}
+
+
+async def test_handlers_awaiting_replies_never_deadlock(connector: ReferenceConnector) -> None:
+    # Every handler slot is taken by a handler that sends and awaits the reply; more
+    # messages keep arriving. The reply must still get through the reader.
+    results: list[bool] = []
+    relay_ref: list[Relay] = []
+
+    async def on_message(ev: MessageEvent) -> None:
+        out = await relay_ref[0].request({"op": "send", "chat_id": ev.source.chat_id,
+                                          "content": f"re: {ev.text}"})
+        results.append(out.success)
+
+    connector.delay_results(0.02)  # so every slot is busy waiting at once
+    with trio.fail_after(DEADLINE):
+        async with relay_to(
+            connector, on_message=on_message, config={"max_concurrent_handlers": 2}
+        ) as relay:
+            relay_ref.append(relay)
+            for i in range(12):
+                connector.buffer_inbound(event(chat=f"C{i}", mid="m"))
+            await connector.wait_acks(12)
+            assert results == [True] * 12
+
+
+async def test_interrupt_overtakes_a_full_queue(connector: ReferenceConnector) -> None:
+    handled = Handled()
+    handled.gate = trio.Event()
+    interrupts: list[tuple[str, str]] = []
+
+    async def on_interrupt(session_key: str, chat_id: str) -> None:
+        interrupts.append((session_key, chat_id))
+
+    with trio.fail_after(DEADLINE):
+        async with relay_to(
+            connector, on_message=handled, on_interrupt=on_interrupt,
+            config={"max_concurrent_handlers": 1, "max_inbound_queue": 3},
+        ) as relay:
+            connector.buffer_inbound(event(chat="C0", mid="m"))
+            await handled.started.wait()  # running: no longer waiting in the queue
+            for i in range(1, 6):
+                connector.buffer_inbound(event(chat=f"C{i}", mid="m"))
+            await eventually(lambda: relay.stats.inbound_dropped == 2)
+            assert relay.stats.queue_depth == 3
+            await connector.send_interrupt("S1", "C0")
+            await eventually(lambda: interrupts == [("S1", "C0")])
+            assert len(handled.events) == 1  # the message slot is still taken
+            handled.gate.set()
+            await connector.wait_acks(4)
+            # The two refused without ack are still the connector's to redeliver.
+            assert len(connector.pending()) == 2
+            await reconnect(connector, relay)
+            await connector.wait_acks(6)
+            assert len(handled.events) == 6
+
+
+# --- passthrough ------------------------------------------------------------------------
+
+
+async def test_passthrough_acked_after_the_handler(connector: ReferenceConnector) -> None:
+    gate = trio.Event()
+    seen: list[PassthroughForward] = []
+
+    async def on_passthrough(forward: PassthroughForward) -> None:
+        seen.append(forward)
+        await gate.wait()
+
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_passthrough=on_passthrough) as relay:
+            bid = connector.buffer_passthrough(FORWARD)
+            await eventually(lambda: len(seen) == 1)
+            await trio.sleep(0.05)
+            assert connector.acks == [] and connector.pending() == [bid]
+            gate.set()
+            await connector.wait_acks(1)
+            assert connector.acks == [bid]
+            assert seen[0].body == b"payload=%7B%7D" and seen[0].path == "/slack/actions"
+            await reconnect(connector, relay)  # nothing pending: not run again
+            await trio.sleep(0.05)
+            assert len(seen) == 1

@@ -1,0 +1,171 @@
+"""Newline-delimited JSON over WebSocket messages (CONTRACT.md, "Transport").
+
+:class:`FrameDecoder` is fed the payload of each WebSocket message and returns the
+frames it completed. A message may carry several frames or part of one, so the decoder
+keeps a trailing partial line between calls. Anything malformed becomes a
+:class:`RejectedFrame` in the output, in stream order, and never an exception: one bad
+line must not cost the frames around it, nor the connection.
+
+:func:`encode_frame` serialises one frame to a line. :func:`pack_lines` packs lines into
+as few messages as a size limit allows, for peers that batch plainly; the relay's own
+writer (``_outbox.py``) also caps frames per message and tracks each frame's fate, so it
+keeps its own loop.
+
+Sans-I/O: no Trio, no sockets.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .frames import Frame, FrameError
+
+SAMPLE_CHARS = 80
+DEFAULT_MAX_LINE_BYTES = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedFrame:
+    """A line the decoder could not turn into a frame: why, and the start of it."""
+
+    reason: str
+    sample: str
+
+
+def _sample(raw: bytes | str) -> str:
+    if isinstance(raw, bytes):
+        raw = raw[: SAMPLE_CHARS * 4].decode("utf-8", errors="replace")
+    return raw[:SAMPLE_CHARS] + ("…" if len(raw) > SAMPLE_CHARS else "")
+
+
+class FrameDecoder:
+    """Turns WebSocket message payloads into frames of the given registry.
+
+    ``frame_types`` maps wire ``type`` to frame class (``CONNECTOR_FRAMES`` on the
+    gateway, ``GATEWAY_FRAMES`` on a connector). A line longer than ``max_line_bytes``
+    is rejected whole, without buffering more of it than the limit, so a peer cannot
+    grow our memory by never sending a newline.
+    """
+
+    def __init__(
+        self,
+        frame_types: Mapping[str, type[Frame]],
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    ) -> None:
+        if max_line_bytes <= 0:
+            raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
+        self._frame_types = frame_types
+        self._max_line_bytes = max_line_bytes
+        self._partial = b""
+        # While skipping an oversized line: the sample to report once its end arrives.
+        self._oversized_sample: str | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of an incomplete line held for the next message."""
+        return len(self._partial)
+
+    def feed(self, payload: str | bytes) -> list[Frame | RejectedFrame]:
+        """Decode one WebSocket message's payload; returns the frames it completed."""
+        data = (
+            payload.encode("utf-8", errors="surrogatepass")
+            if isinstance(payload, str)
+            else bytes(payload)
+        )
+        out: list[Frame | RejectedFrame] = []
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if self._oversized_sample is not None:
+                out.append(self._oversized(self._oversized_sample))
+                self._oversized_sample = None
+            else:
+                line = self._partial + data[start:end] if self._partial else data[start:end]
+                self._partial = b""
+                if len(line) > self._max_line_bytes:
+                    out.append(self._oversized(_sample(line)))
+                elif line.strip():
+                    out.append(self._parse(line))
+            start = end + 1
+        tail = data[start:]
+        if tail and self._oversized_sample is None:
+            if len(self._partial) + len(tail) > self._max_line_bytes:
+                self._oversized_sample = _sample(self._partial + tail)
+                self._partial = b""
+            else:
+                self._partial += tail
+        return out
+
+    def _oversized(self, sample: str) -> RejectedFrame:
+        return RejectedFrame(f"line longer than {self._max_line_bytes} bytes", sample)
+
+    def _parse(self, line: bytes) -> Frame | RejectedFrame:
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            return RejectedFrame("invalid UTF-8", _sample(line))
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError) as exc:
+            return RejectedFrame(f"invalid JSON: {exc}"[:200], _sample(text))
+        if not isinstance(obj, dict):
+            return RejectedFrame(f"JSON {type(obj).__name__} is not an object", _sample(text))
+        frame_type = obj.get("type")
+        if not isinstance(frame_type, str):
+            return RejectedFrame("missing or non-string 'type'", _sample(text))
+        frame_cls = self._frame_types.get(frame_type)
+        if frame_cls is None:
+            return RejectedFrame(f"unknown type {frame_type!r}"[:200], _sample(text))
+        try:
+            return frame_cls.from_wire(obj)
+        except FrameError as exc:
+            return RejectedFrame(f"{frame_type}: {exc}", _sample(text))
+
+
+# Built once: json.dumps with non-default options builds a new encoder on every call,
+# a measurable share of a request's cost on the hot path.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+_ASCII_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
+def encode_line(obj: Mapping[str, Any]) -> str:
+    """One JSON object as one wire line (compact, UTF-8 kept readable, ``\\n``-ended).
+
+    Raises ``TypeError``/``ValueError`` for values JSON cannot carry (including NaN,
+    which other peers' parsers reject).
+    """
+    line = _ENCODER.encode(obj) + "\n"
+    if not line.isascii():
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (e.g. echoed from an inbound "\ud83d" escape) cannot be
+            # UTF-8; as a JSON escape it can, and the frame still goes out.
+            line = _ASCII_ENCODER.encode(obj) + "\n"
+    return line
+
+
+def encode_frame(frame: Frame) -> str:
+    return encode_line(frame.to_wire())
+
+
+def pack_lines(lines: Iterable[str], max_message_bytes: int) -> list[str]:
+    """Join lines into as few messages as possible, each at most ``max_message_bytes``
+    of UTF-8, keeping order. A single line longer than the limit travels alone (the
+    caller decides beforehand whether such a line may be sent at all)."""
+    messages: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        n = len(line) if line.isascii() else len(line.encode("utf-8"))
+        if current and size + n > max_message_bytes:
+            messages.append("".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += n
+    if current:
+        messages.append("".join(current))
+    return messages

@@ -1,0 +1,126 @@
+"""Everything a relay can be told: identities, upgrade credentials, timings and limits.
+
+Defaults follow CONTRACT.md's reference timings except where this library's design
+deliberately improves on them (each such default says why). Sans-I/O: no Trio.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+from .keepalive import KeepaliveConfig
+from .token import DEFAULT_TOKEN_TTL
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One bot identity this gateway fronts; one ``hello`` is sent per identity."""
+
+    platform: str
+    bot_id: str = ""
+    command_manifest: list[Any] | None = None
+
+
+@dataclass(frozen=True)
+class UpgradeAuth:
+    """Gateway id and shared secret for the upgrade's bearer token.
+
+    The secret never appears in ``repr`` (so not in logs or tracebacks either).
+    """
+
+    gateway_id: str
+    secret: str = field(repr=False)
+    token_ttl: float = DEFAULT_TOKEN_TTL
+
+    def __post_init__(self) -> None:
+        if not self.gateway_id or ":" in self.gateway_id:
+            raise ValueError("UpgradeAuth.gateway_id must be non-empty and contain no ':'")
+        if not self.secret:
+            raise ValueError("UpgradeAuth.secret must be non-empty")
+        if self.token_ttl < 0:
+            raise ValueError("UpgradeAuth.token_ttl must be >= 0 seconds (0 = never expires)")
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    """Timings (seconds) and limits of one relay.
+
+    - ``ping_interval``/``ping_timeout``: a WebSocket ping goes out every
+      ``ping_interval``; the link is declared dead only when *nothing at all* has been
+      received for ``ping_timeout``. Any byte is proof of life, so a busy peer is never
+      dropped for a late pong. Defaults 10 s / 40 s find a dead peer within 40 s, where
+      the replaced design (30 s / 60 s, pong-only) took about 90 s.
+    - ``backoff_*``: see :class:`trio_relay._core.backoff.Backoff`; the first redial after a
+      stable connection is immediate (``backoff_first_delay``), then 1 → 30 s.
+    - ``dormant_redial_delay``: the first redial after :meth:`Relay.go_dormant`.
+    - ``drain_timeout``: how long leaving ``open_relay`` waits for in-flight requests.
+    - ``close_timeout``: how long the WebSocket closing handshake may take.
+    """
+
+    ping_interval: float = 10.0
+    ping_timeout: float = 40.0
+    request_timeout: float = 30.0
+    handshake_timeout: float = 30.0
+    connect_timeout: float = 10.0
+    backoff_initial: float = 1.0
+    backoff_max: float = 30.0
+    backoff_first_delay: float = 0.0
+    backoff_reset_after: float = 60.0
+    dormant_redial_delay: float = 1.0
+    drain_timeout: float = 5.0
+    close_timeout: float = 1.0
+    max_message_bytes: int = 1 << 20
+    max_line_bytes: int = 1 << 20
+    max_queued_frames: int = 10_000
+    max_concurrent_handlers: int = 16
+    max_inbound_queue: int = 1_000
+    max_delivery_attempts: int = 5
+    dedupe_size: int = 512
+    dedupe_path: str | None = None
+    keepalive: KeepaliveConfig = field(default_factory=KeepaliveConfig)
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    allow_insecure: bool = False
+    """Allow plaintext ``ws://`` to a host that is not loopback (off: tokens would travel
+    in the clear)."""
+
+    def __post_init__(self) -> None:
+        positive = (
+            "ping_interval",
+            "ping_timeout",
+            "request_timeout",
+            "handshake_timeout",
+            "connect_timeout",
+            "drain_timeout",
+            "close_timeout",
+            "max_message_bytes",
+            "max_line_bytes",
+            "max_queued_frames",
+            "max_concurrent_handlers",
+            "max_inbound_queue",
+            "max_delivery_attempts",
+            "dedupe_size",
+        )
+        for name in positive:
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"RelayConfig.{name} must be positive, got {value!r}")
+        non_negative = (
+            "backoff_initial",
+            "backoff_max",
+            "backoff_first_delay",
+            "backoff_reset_after",
+            "dormant_redial_delay",
+        )
+        for name in non_negative:
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(f"RelayConfig.{name} must be >= 0, got {value!r}")
+        if self.backoff_max < self.backoff_initial:
+            raise ValueError("RelayConfig.backoff_max must be >= backoff_initial")
+        if self.ping_timeout <= self.ping_interval:
+            raise ValueError(
+                "RelayConfig.ping_timeout must exceed ping_interval, or a healthy idle "
+                "link would be declared dead between two pings"
+            )

@@ -1,0 +1,120 @@
+"""The capabilities of one platform, as the connector describes them (CONTRACT.md,
+"Descriptor").
+
+A connector may be newer or sloppier than we are, so only the fields without which a
+descriptor means nothing (``platform``, ``contract_version``) are enforced; every other
+field falls back to a safe default rather than costing us the platform. Unknown keys stay
+reachable through :attr:`Descriptor.raw`.
+
+Sans-I/O: no Trio, no sockets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .frames import FrameError
+
+__all__ = ["DEFAULT_MAX_MESSAGE_LENGTH", "LEGACY_OPS", "Descriptor", "LenUnit"]
+
+LEGACY_OPS: frozenset[str] = frozenset({"send", "edit", "typing", "follow_up"})
+"""The ops every platform supports; what an empty or missing ``supported_ops`` means."""
+
+DEFAULT_MAX_MESSAGE_LENGTH = 4096
+
+LenUnit = Literal["chars", "utf16"]
+
+
+def _int_or_none(value: object) -> int | None:
+    # bool is an int subclass, but True is not a length or a version.
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return None
+
+
+def _flag(obj: dict[str, Any], key: str) -> bool:
+    return obj.get(key) is True
+
+
+def _str_or_none(obj: dict[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _ops(value: object) -> tuple[str, ...]:
+    # A bare string is iterable too, but "send" is not the op list ("s", "e", ...).
+    if not isinstance(value, (list, tuple)):
+        return ()
+    return tuple(op for op in value if isinstance(op, str))
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """What one platform behind the connector can do.
+
+    Build it with :meth:`from_wire`. ``raw`` is the wire object as received, so fields
+    this version does not model are still there.
+    """
+
+    platform: str
+    contract_version: int
+    label: str
+    max_message_length: int = DEFAULT_MAX_MESSAGE_LENGTH
+    supports_draft_streaming: bool = False
+    supports_edit: bool = False
+    supports_threads: bool = False
+    markdown_dialect: str = "plain"
+    len_unit: LenUnit = "chars"
+    emoji: str | None = None
+    platform_hint: str | None = None
+    pii_safe: bool | None = None
+    supported_ops: tuple[str, ...] = ()
+    # Excluded from the hash (a dict has none) and the repr (it repeats the fields).
+    raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Descriptor:
+        """Decode a wire descriptor; raises :class:`FrameError` only when it has no
+        usable ``platform`` or ``contract_version``."""
+        if not isinstance(obj, dict):
+            raise FrameError(f"descriptor must be an object, got {type(obj).__name__}")
+        platform = obj.get("platform")
+        if not isinstance(platform, str) or not platform.strip():
+            raise FrameError("descriptor field 'platform' must be a non-empty string")
+        version = _int_or_none(obj.get("contract_version"))
+        if version is None:
+            raise FrameError("descriptor field 'contract_version' must be an integer")
+        max_len = _int_or_none(obj.get("max_message_length"))
+        label = obj.get("label")
+        dialect = obj.get("markdown_dialect")
+        len_unit: LenUnit = "utf16" if obj.get("len_unit") == "utf16" else "chars"
+        pii_safe = obj.get("pii_safe")
+        return cls(
+            platform=platform,
+            contract_version=version,
+            label=label if isinstance(label, str) and label else platform,
+            max_message_length=(
+                max_len if max_len is not None and max_len > 0 else DEFAULT_MAX_MESSAGE_LENGTH
+            ),
+            supports_draft_streaming=_flag(obj, "supports_draft_streaming"),
+            supports_edit=_flag(obj, "supports_edit"),
+            supports_threads=_flag(obj, "supports_threads"),
+            markdown_dialect=dialect if isinstance(dialect, str) and dialect else "plain",
+            len_unit=len_unit,
+            emoji=_str_or_none(obj, "emoji"),
+            platform_hint=_str_or_none(obj, "platform_hint"),
+            pii_safe=pii_safe if isinstance(pii_safe, bool) else None,
+            supported_ops=_ops(obj.get("supported_ops")),
+            raw=dict(obj),
+        )
+
+    @property
+    def effective_ops(self) -> frozenset[str]:
+        """The ops this platform accepts: ``supported_ops``, or :data:`LEGACY_OPS` when
+        the connector advertised none."""
+        return frozenset(self.supported_ops) if self.supported_ops else LEGACY_OPS
+
+    def supports(self, op: str) -> bool:
+        """Whether requests with ``action.op == op`` may be sent to this platform."""
+        return op in self.effective_ops

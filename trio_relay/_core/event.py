@@ -1,0 +1,224 @@
+"""Inbound chat events with attribute access (CONTRACT.md, "Inbound event").
+
+Decoding is lenient on purpose: an inbound event is a user's message, and dropping it
+because one field has an unexpected type would lose the message. Each field falls back to
+a default instead, and numeric ids (Telegram, Discord) become strings so that one id has
+one spelling. Fields this version does not model stay reachable as attributes through
+``raw`` (``event.some_new_field``), so a newer connector does not need a new library.
+
+Sans-I/O: no Trio, no sockets.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .frames import FrameError
+
+__all__ = [
+    "CHAT_TYPES",
+    "MESSAGE_TYPES",
+    "Media",
+    "MessageEvent",
+    "Source",
+    "normalize_platform",
+]
+
+MESSAGE_TYPES = frozenset(
+    {"text", "photo", "video", "audio", "voice", "document", "sticker", "location", "command"}
+)
+CHAT_TYPES = frozenset({"dm", "group", "channel", "thread", "forum"})
+
+
+def normalize_platform(platform: object) -> str:
+    """The canonical spelling of a platform name: an enum's value, stripped and
+    lower-cased, so ``Platform.SLACK`` and ``"Slack "`` name the same platform."""
+    # Checked before str: a (str, Enum) member's str() is "Platform.SLACK" on 3.10.
+    if isinstance(platform, enum.Enum):
+        platform = platform.value
+    if platform is None:
+        return ""
+    text = platform if isinstance(platform, str) else str(platform)
+    return text.strip().lower()
+
+
+def _id(value: object) -> str | None:
+    # Ids are opaque strings; a numeric id is the same id. True/1.5 are not ids.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def _str(obj: dict[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _choice(value: object, allowed: frozenset[str], default: str) -> str:
+    # isinstance first: ``[] in frozenset()`` raises TypeError (unhashable).
+    return value if isinstance(value, str) and value in allowed else default
+
+
+def _first_str(obj: dict[str, Any], *keys: str) -> str | None:
+    for key in keys:
+        value = obj.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _key_part(value: str) -> str:
+    # Escaping ':' (and the escape character) keeps dedupe keys injective: without it
+    # chat "a:b" + message "c" and chat "a" + message "b:c" would share a key.
+    return value.replace("%", "%25").replace(":", "%3A")
+
+
+class _RawFields:
+    """Makes unknown wire fields readable as attributes, from ``self.raw``."""
+
+    raw: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached when normal lookup failed. copy and pickle probe for names such
+        # as __setstate__ on a half-built instance that has no ``raw`` yet; answering
+        # those from ``raw`` would recurse, so private and dunder names are never fields.
+        if name.startswith("_") or name == "raw":
+            raise AttributeError(name)
+        try:
+            return self.raw[name]
+        except KeyError:
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name!r}, and the wire "
+                f"object has no field {name!r}"
+            ) from None
+
+
+@dataclass(frozen=True)
+class Media:
+    """One attachment of an inbound message."""
+
+    url: str
+    mime: str | None = None
+    kind: str | None = None
+    size: int | None = None
+    filename: str | None = None
+    caption: str | None = None
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Media | None:
+        """Decode one ``media`` entry, or ``None`` if it has no usable ``url``."""
+        if not isinstance(obj, dict):
+            return None
+        url = obj.get("url")
+        if not isinstance(url, str) or not url:
+            return None
+        size = obj.get("size")
+        return cls(
+            url=url,
+            mime=_str(obj, "mime"),
+            kind=_str(obj, "kind"),
+            size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+            filename=_str(obj, "filename"),
+            caption=_str(obj, "caption"),
+        )
+
+
+@dataclass(frozen=True)
+class Source(_RawFields):
+    """Where an inbound message came from: platform, chat, user and thread."""
+
+    platform: str = ""
+    chat_id: str | None = None
+    chat_type: str = "dm"
+    chat_name: str | None = None
+    user_id: str | None = None
+    user_name: str | None = None
+    thread_id: str | None = None
+    scope_id: str | None = None
+    profile: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
+
+    @classmethod
+    def from_wire(cls, obj: object) -> Source:
+        """Decode an event's ``source``; raises :class:`FrameError` only if it is not
+        an object."""
+        if not isinstance(obj, dict):
+            raise FrameError(f"event source must be an object, got {type(obj).__name__}")
+        platform = obj.get("platform")
+        chat_type = obj.get("chat_type")
+        scope_id = _id(obj.get("scope_id"))
+        return cls(
+            platform=platform if isinstance(platform, str) else "",
+            chat_id=_id(obj.get("chat_id")),
+            chat_type=_choice(chat_type, CHAT_TYPES, "dm"),
+            chat_name=_str(obj, "chat_name"),
+            user_id=_id(obj.get("user_id")),
+            user_name=_first_str(obj, "user_name", "user_display_name", "user_handle"),
+            thread_id=_id(obj.get("thread_id")),
+            # guild_id is the name older connectors used (Discord's word for it).
+            scope_id=scope_id if scope_id is not None else _id(obj.get("guild_id")),
+            profile=_str(obj, "profile"),
+            raw=dict(obj),
+        )
+
+
+@dataclass(frozen=True)
+class MessageEvent(_RawFields):
+    """A user's message, delivered by the connector (``inbound`` frame's ``event``)."""
+
+    text: str = ""
+    message_type: str = "text"
+    message_id: str | None = None
+    reply_to_message_id: str | None = None
+    media_urls: tuple[str, ...] = ()
+    media: tuple[Media, ...] = ()
+    source: Source = field(default_factory=Source)
+    raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
+
+    @classmethod
+    def from_wire(cls, obj: object) -> MessageEvent:
+        """Decode a wire event; raises :class:`FrameError` only if it is not an object.
+        Any field of the wrong type falls back to its default."""
+        if not isinstance(obj, dict):
+            raise FrameError(f"event must be an object, got {type(obj).__name__}")
+        text = obj.get("text")
+        message_type = obj.get("message_type")
+        media_urls = obj.get("media_urls")
+        media = obj.get("media")
+        source = obj.get("source")
+        return cls(
+            text=text if isinstance(text, str) else "",
+            message_type=_choice(message_type, MESSAGE_TYPES, "text"),
+            message_id=_id(obj.get("message_id")),
+            reply_to_message_id=_id(obj.get("reply_to_message_id")),
+            media_urls=(
+                tuple(u for u in media_urls if isinstance(u, str))
+                if isinstance(media_urls, list)
+                else ()
+            ),
+            media=(
+                tuple(m for m in map(Media.from_wire, media) if m is not None)
+                if isinstance(media, list)
+                else ()
+            ),
+            source=Source.from_wire(source if isinstance(source, dict) else {}),
+            raw=dict(obj),
+        )
+
+    @property
+    def dedupe_key(self) -> str | None:
+        """``"platform:chat_id:message_id"`` identifying this message across redeliveries,
+        or ``None`` when any part is missing: such events are never treated as
+        duplicates (fail open), since dropping a real message is worse than a repeat.
+
+        A ``:`` or ``%`` inside a part is percent-escaped so that distinct messages
+        never share a key."""
+        platform = normalize_platform(self.source.platform)
+        chat_id = self.source.chat_id
+        if not platform or not chat_id or not self.message_id:
+            return None
+        return ":".join(map(_key_part, (platform, chat_id, self.message_id)))
