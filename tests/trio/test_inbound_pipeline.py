@@ -22,7 +22,6 @@ import pytest
 import trio
 import trio.testing
 
-from trio_relay._trio import dedupe_writer as _dedupe_writer
 from trio_relay._core.codec import FrameDecoder, RejectedFrame
 from trio_relay._core.config import RelayConfig
 from trio_relay._core.event import MessageEvent
@@ -35,6 +34,7 @@ from trio_relay._core.frames import (
 )
 from trio_relay._core.passthrough import PassthroughForward
 from trio_relay._core.stats import RelayStats
+from trio_relay._trio import dedupe_writer as _dedupe_writer
 from trio_relay._trio.dedupe_store import SqliteDedupeStore
 from trio_relay._trio.inbound import LIVE_OVERFLOW_FACTOR, DeadLetter, InboundPipeline
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import math
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
