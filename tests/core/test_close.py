@@ -74,10 +74,8 @@ def test_classify(
     by_us: bool,
     verdict: Verdict,
 ) -> None:
-    end = ConnectionEnd(
-        code, reason, had_handshake=handshake, fresh_token_redial=fresh, by_us=by_us
-    )
-    assert classify(end) is verdict
+    end = ConnectionEnd("test", code, reason, had_handshake=handshake, by_us=by_us)
+    assert classify(end, fresh_token_redial=fresh) is verdict
 
 
 @pytest.mark.parametrize(
@@ -85,8 +83,8 @@ def test_classify(
     list(itertools.product([1000, 1001, 1006, 1011, 1012, None], [False, True], [False, True])),
 )
 def test_every_non_auth_end_reconnects(code: int | None, handshake: bool, fresh: bool) -> None:
-    end = ConnectionEnd(code, "unauthorized", had_handshake=handshake, fresh_token_redial=fresh)
-    assert classify(end) is Verdict.RECONNECT
+    end = ConnectionEnd("test", code, "unauthorized", had_handshake=handshake)
+    assert classify(end, fresh_token_redial=fresh) is Verdict.RECONNECT
 
 
 @pytest.mark.parametrize(
@@ -94,25 +92,20 @@ def test_every_non_auth_end_reconnects(code: int | None, handshake: bool, fresh:
     list(itertools.product([False, True], [False, True], [4401, 1000, 1006, 1011, None])),
 )
 def test_by_us_always_closed(handshake: bool, fresh: bool, code: int | None) -> None:
-    end = ConnectionEnd(code, None, had_handshake=handshake, fresh_token_redial=fresh, by_us=True)
-    assert classify(end) is Verdict.CLOSED
+    end = ConnectionEnd("test", code, None, had_handshake=handshake, by_us=True)
+    assert classify(end, fresh_token_redial=fresh) is Verdict.CLOSED
 
 
 def test_revocation_sequence() -> None:
     """The supervisor's view: strike one, a fresh-token redial, strike two."""
-    first = ConnectionEnd(AUTH_CLOSE_CODE, "unauthorized", had_handshake=True)
-    assert classify(first) is Verdict.FRESH_TOKEN_REDIAL
-    second = ConnectionEnd(
-        AUTH_CLOSE_CODE, "unauthorized", had_handshake=True, fresh_token_redial=True
-    )
-    assert classify(second) is Verdict.REVOKED
+    end = ConnectionEnd("test", AUTH_CLOSE_CODE, "unauthorized", had_handshake=True)
+    assert classify(end) is Verdict.FRESH_TOKEN_REDIAL
+    assert classify(end, fresh_token_redial=True) is Verdict.REVOKED
 
 
 def test_fresh_token_connection_that_expires_is_not_revoked() -> None:
-    end = ConnectionEnd(
-        AUTH_CLOSE_CODE, EXPIRED_REASON, had_handshake=True, fresh_token_redial=True
-    )
-    assert classify(end) is Verdict.RECONNECT
+    end = ConnectionEnd("test", AUTH_CLOSE_CODE, EXPIRED_REASON, had_handshake=True)
+    assert classify(end, fresh_token_redial=True) is Verdict.RECONNECT
 
 
 def test_constants() -> None:
@@ -123,6 +116,7 @@ def test_constants() -> None:
 
 
 def test_connection_end_defaults() -> None:
-    end = ConnectionEnd(1006, None, had_handshake=True)
-    assert end.fresh_token_redial is False
+    end = ConnectionEnd("closed by peer", 1006)
     assert end.by_us is False
+    assert end.had_handshake is False
+    assert end.up_for is None

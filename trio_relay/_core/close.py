@@ -27,29 +27,33 @@ class Verdict(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class ConnectionEnd:
-    """How one connection ended, as the supervisor saw it.
+    """How one connection (or one dial) ended: the only record of it.
 
-    ``code`` is the WebSocket close code (``None`` for a reset, a stall, or a dial that
-    never got as far as a WebSocket). ``had_handshake`` is true once at least one
-    descriptor arrived. ``fresh_token_redial`` marks the connection dialled right after a
-    first 4401 strike. ``by_us`` is true when the relay itself ended it on purpose.
+    ``cause`` is a short account for logs and stats. ``code`` and ``reason`` are the
+    WebSocket close frame's (``None`` for a reset, a stall, or a dial that never got as
+    far as a WebSocket). ``by_us`` is true when the relay itself ended it on purpose.
+    ``had_handshake`` is true once at least one descriptor arrived; ``up_for`` is how
+    long it served after its handshake (``None``: it never did).
     """
 
-    code: int | None
-    reason: str | None
-    had_handshake: bool
-    fresh_token_redial: bool = False
+    cause: str
+    code: int | None = None
+    reason: str | None = None
     by_us: bool = False
+    had_handshake: bool = False
+    up_for: float | None = None
 
 
-def classify(end: ConnectionEnd) -> Verdict:
+def classify(end: ConnectionEnd, *, fresh_token_redial: bool = False) -> Verdict:
+    """``fresh_token_redial`` marks the connection dialled right after a first 4401
+    strike: the supervisor's knowledge, not the connection's."""
     if end.by_us:
         return Verdict.CLOSED
     if end.code != AUTH_CLOSE_CODE:
         return Verdict.RECONNECT  # 1000, 1006, 1011, resets and stalls alike
     if end.reason == EXPIRED_REASON:
         return Verdict.RECONNECT  # a token that aged out is never a revocation
-    if end.fresh_token_redial:
+    if fresh_token_redial:
         # Second strike: the fresh token was refused at upgrade, or the re-dialled
         # connection was closed with 4401 again.
         return Verdict.REVOKED

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import trio
 import trio_websocket
 
 from .._core import outcome as _outcome
+from .._core.close import ConnectionEnd
 from .._core.codec import FrameDecoder, RejectedFrame, encode_frame
 from .._core.config import Identity, RelayConfig
 from .._core.frames import (
@@ -41,22 +41,6 @@ from .waiters import Expiry, Waiter
 
 logger = logging.getLogger("trio_relay")
 
-
-@dataclass(frozen=True)
-class EndInfo:
-    """Why a connection ended: a short cause for logs and stats, and the close frame."""
-
-    cause: str
-    code: int | None = None
-    reason: str | None = None
-    by_us: bool = False
-
-
-def _end_info(cause: str, exc: trio_websocket.ConnectionClosed) -> EndInfo:
-    close = exc.reason
-    if close is None:
-        return EndInfo(cause)
-    return EndInfo(cause, close.code, close.reason)
 
 
 InboundSink = Callable[[InboundFrame | PassthroughFrame | InterruptInbound], None]
@@ -92,10 +76,10 @@ class Connection:
         self._identities_expected = 0
         self.handshake_done = trio.Event()
         self.ended = trio.Event()
-        self.end_info: EndInfo | None = None
+        self.end_info: ConnectionEnd | None = None
         self.idle_acked = trio.Event()
         self._drained: trio.Event | None = None
-        self._closing_info: EndInfo | None = None
+        self._closing_info: tuple[str, int, str, bool] | None = None
         self._on_end_cancel: set[trio.CancelScope] = set()
         """Waits that must end with the connection (pings, go_idle)."""
         self.opened_at = trio.current_time()
@@ -110,7 +94,9 @@ class Connection:
         self._nursery.start_soon(self._pinger)
         self._nursery.start_soon(self._expiry.run)
 
-    def end(self, info: EndInfo) -> None:
+    def end(
+        self, cause: str, code: int | None = None, reason: str | None = None, *, by_us: bool = False
+    ) -> None:
         """Mark the connection over; settle every waiter now; cancel its tasks.
 
         Idempotent: the first caller's account of why it ended is the one kept.
@@ -119,7 +105,17 @@ class Connection:
             return
         # Our own close makes the reader see a close frame too; the deliberate
         # account, set before closing, wins over "closed by peer".
-        self.end_info = info = self._closing_info or info
+        if self._closing_info is not None:
+            cause, code, reason, by_us = self._closing_info
+        now = trio.current_time()
+        self.end_info = info = ConnectionEnd(
+            cause,
+            code,
+            reason,
+            by_us=by_us,
+            had_handshake=bool(self.descriptors),
+            up_for=None if self.up_at is None else now - self.up_at,
+        )
         self._on_end(self)
         waiters, self.waiters = self.waiters, {}
         # One outcome of each kind for all: Outcome is immutable, and a thousand
@@ -151,7 +147,7 @@ class Connection:
         with trio.move_on_after(timeout):
             await self.handshake_done.wait()
         if self.is_open and not self.handshake_done.is_set():
-            self.end(EndInfo(f"handshake timeout: no descriptors within {timeout:g} s"))
+            self.end(f"handshake timeout: no descriptors within {timeout:g} s")
         if self.is_open:
             self.up_at = trio.current_time()
         return self.is_open
@@ -218,12 +214,12 @@ class Connection:
 
     async def close(self, code: int, reason: str, cause: str, *, by_us: bool) -> None:
         """Close deliberately with ``code``; the closing handshake is bounded."""
-        self._closing_info = EndInfo(cause, code, reason, by_us=by_us)
+        self._closing_info = (cause, code, reason, by_us)
         try:
             with trio.move_on_after(self._config.close_timeout):
                 await self.ws.aclose(code, reason)
         finally:
-            self.end(self._closing_info)
+            self.end(cause, code, reason, by_us=by_us)
 
     # --- tasks -----------------------------------------------------------------------
 
@@ -248,7 +244,11 @@ class Connection:
                 # Our own close() is under way: its closing handshake needs
                 # trio-websocket's reader alive, so let close() end the connection.
                 return
-            self.end(_end_info("closed by peer", exc))
+            close = exc.reason
+            if close is None:
+                self.end("closed by peer")
+            else:
+                self.end("closed by peer", close.code, close.reason)
 
     def _dispatch(self, frame: Frame | RejectedFrame) -> None:
         if isinstance(frame, RejectedFrame):
@@ -294,7 +294,7 @@ class Connection:
             now = trio.current_time()
             silent_for = now - self.transport.last_received
             if silent_for >= timeout:
-                self.end(EndInfo(f"keepalive timeout: nothing received for {silent_for:.1f} s"))
+                self.end(f"keepalive timeout: nothing received for {silent_for:.1f} s")
                 return
             if now >= next_ping:
                 next_ping = now + interval

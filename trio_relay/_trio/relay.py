@@ -21,7 +21,6 @@ import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Any
 
 import trio
@@ -325,7 +324,7 @@ class Relay:
             on_inbound=self._pipeline.submit,
         )
         while not self._closing:
-            served = await serve_connection(
+            end = await serve_connection(
                 endpoint=self._endpoint,
                 config=self._config,
                 stats=self.stats,
@@ -333,11 +332,8 @@ class Relay:
                 mint_token=self._mint,
                 hooks=hooks,
             )
-            # Whether this connection was the one redial after a first 4401 strike is
-            # the supervisor's knowledge; the close rules need it with the end.
-            end = replace(served.end, fresh_token_redial=fresh_token_redial)
-            if served.up_for is not None:
-                self._backoff.connection_ended(served.up_for)
+            if end.up_for is not None:
+                self._backoff.connection_ended(end.up_for)
             if self._closing:
                 return
             # Only our own close of this connection is the dormant one: a drop that beat
@@ -349,7 +345,9 @@ class Relay:
                 self._backoff.reset()
                 await trio.sleep(self._config.dormant_redial_delay)
                 continue
-            verdict = classify(end)
+            # Whether this connection was the one redial after a first 4401 strike is
+            # the supervisor's knowledge; the close rules need it with the end.
+            verdict = classify(end, fresh_token_redial=fresh_token_redial)
             fresh_token_redial = verdict is Verdict.FRESH_TOKEN_REDIAL
             if verdict is Verdict.REVOKED:
                 self._set_state(State.REVOKED, f"connector refused a fresh token ({end.reason})")

@@ -21,7 +21,7 @@ from wsproto.utilities import LocalProtocolError
 from .._core.close import AUTH_CLOSE_CODE, ConnectionEnd
 from .._core.config import Identity, RelayConfig
 from .._core.stats import RelayStats
-from .connection import Connection, EndInfo, InboundSink
+from .connection import Connection, InboundSink
 from .dial import Endpoint, UpgradeRefused, open_transport, upgrade
 
 if sys.version_info < (3, 11):
@@ -37,14 +37,6 @@ DIAL_ERRORS = (
     trio_websocket.HandshakeError,
     trio_websocket.ConnectionClosed,
 )
-
-
-@dataclass(frozen=True)
-class Served:
-    """How a connection ended, and how long it was up (None: never handshaken)."""
-
-    end: ConnectionEnd
-    up_for: float | None
 
 
 @dataclass(frozen=True)
@@ -68,7 +60,7 @@ async def serve_connection(
     identities: Sequence[Identity],
     mint_token: Callable[[], str | None],
     hooks: ConnectionHooks,
-) -> Served:
+) -> ConnectionEnd:
     """Dial once and serve the connection until it ends; never raises for the
     network's faults (they come back as the :class:`ConnectionEnd`)."""
     stats.dials += 1
@@ -113,36 +105,36 @@ async def serve_connection(
         # ends this connection, never the relay.
         if conn is None or group.split(LocalProtocolError)[1] is not None:
             raise
-        conn.end(EndInfo(f"protocol error: {group.exceptions[0]}"))
+        conn.end(f"protocol error: {group.exceptions[0]}")
     finally:
         with trio.CancelScope(shield=True):
             await trio.aclose_forcefully(transport)
     return _connection_over(endpoint, conn)
 
 
-def _connection_over(endpoint: Endpoint, conn: Connection) -> Served:
-    info = conn.end_info
-    assert info is not None, "the connection nursery exits only through Connection.end"
-    now = trio.current_time()
+def _connection_over(endpoint: Endpoint, conn: Connection) -> ConnectionEnd:
+    end = conn.end_info
+    assert end is not None, "the connection nursery exits only through Connection.end"
     logger.info(
         "relay %s: connection ended after %.3f s: %s (code %s, reason %r)",
         endpoint,
-        now - conn.opened_at,
-        info.cause,
-        info.code,
-        info.reason,
+        trio.current_time() - conn.opened_at,
+        end.cause,
+        end.code,
+        end.reason,
     )
-    end = ConnectionEnd(info.code, info.reason, bool(conn.descriptors), by_us=info.by_us)
-    return Served(end, None if conn.up_at is None else now - conn.up_at)
+    return end
 
 
-def _dial_failed(endpoint: Endpoint, stats: RelayStats, cause: str, code: int | None) -> Served:
+def _dial_failed(
+    endpoint: Endpoint, stats: RelayStats, cause: str, code: int | None
+) -> ConnectionEnd:
     reason = "unauthorized" if code == AUTH_CLOSE_CODE else None
     stats.dial_failures += 1
     stats.last_close_code = code
     stats.last_close_reason = reason
     logger.info("relay %s: dial failed: %s", endpoint, cause)
-    return Served(ConnectionEnd(code, reason, had_handshake=False), None)
+    return ConnectionEnd(cause, code, reason)
 
 
 def _describe(exc: BaseException) -> str:
