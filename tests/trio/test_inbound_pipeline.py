@@ -847,3 +847,80 @@ async def test_store_write_failure_keeps_memory_dedupe(
         h.feed(msg(buffer="b1"))
         await eventually(lambda: len(h.acks) == 2)
         assert len(rec.seen) == 1
+
+
+# --- pre-handler steps --------------------------------------------------------------------
+
+
+async def test_pre_handler_steps_run_in_order_and_may_replace_the_event() -> None:
+    import dataclasses
+
+    rec = Recorder()
+    calls: list[str] = []
+
+    async def first(event: MessageEvent) -> MessageEvent | None:
+        calls.append(f"first:{event.text}")
+        return dataclasses.replace(event, text=event.text + "+media")
+
+    async def second(event: MessageEvent) -> MessageEvent | None:
+        calls.append(f"second:{event.text}")
+        return event
+
+    async with running(on_message=rec) as h:
+        h.pipeline.add_pre_handler(first)
+        h.pipeline.add_pre_handler(second)
+        h.feed(msg(buffer="b1"))
+        await settle()
+        assert calls == ["first:hi", "second:hi+media"]
+        assert [e.text for e in rec.seen] == ["hi+media"]
+        assert h.acks == ["b1"]
+
+
+async def test_pre_handler_may_consume_a_message_which_is_then_acked_and_deduped() -> None:
+    rec = Recorder()
+
+    async def consume(event: MessageEvent) -> MessageEvent | None:
+        return None if event.text == "/press" else event
+
+    async with running(on_message=rec) as h:
+        h.pipeline.add_pre_handler(consume)
+        h.feed(msg(mid="p", buffer="b1", text="/press"), msg(mid="t", buffer="b2"))
+        await settle()
+        assert [e.message_id for e in rec.seen] == ["t"]
+        assert h.acks == ["b1", "b2"]
+        h.feed(msg(mid="p", buffer="b1", text="/press"))  # a replay of the consumed one
+        await settle()
+        assert h.acks == ["b1", "b2", "b1"] and h.stats.replays_dropped == 1
+
+
+async def test_pre_handler_runs_without_on_message() -> None:
+    seen: list[str | None] = []
+
+    async def record(event: MessageEvent) -> MessageEvent | None:
+        seen.append(event.message_id)
+        return event
+
+    async with running() as h:
+        h.pipeline.add_pre_handler(record)
+        h.feed(msg(buffer="b1"))
+        await settle()
+        assert seen == ["m1"] and h.acks == ["b1"]
+
+
+async def test_pre_handler_failure_fails_the_delivery() -> None:
+    rec = Recorder()
+    fail = [True]
+
+    async def flaky(event: MessageEvent) -> MessageEvent | None:
+        if fail.pop() if fail else False:
+            raise OSError("media download failed")
+        return event
+
+    async with running(on_message=rec) as h:
+        h.pipeline.add_pre_handler(flaky)
+        h.feed(msg(buffer="b1"))
+        await settle()
+        assert rec.seen == [] and h.acks == [] and h.stats.handler_failures == 1
+        h.feed(msg(buffer="b1"))  # redelivered: the step succeeds this time
+        await settle()
+        assert len(rec.seen) == 1 and h.acks == ["b1"]

@@ -28,6 +28,9 @@ Rules, and why:
   times (counted per dedupe key, else per buffer id) is committed, handed to
   ``on_dead_letter`` and acked, instead of being replayed forever. So is a delivery
   whose payload cannot be decoded at all.
+- **Pre-handler steps** (:meth:`InboundPipeline.add_pre_handler`): async steps that
+  run on each decoded message, in its lane and slot, right before ``on_message``; see
+  :data:`PreHandler`.
 - **Overload.** At most ``config.max_inbound_queue`` deliveries wait for a slot. Beyond
   that, buffered deliveries (with a ``bufferId``) are dropped *without ack*: the
   connector still holds them and redelivers on the next handshake. Live deliveries (no
@@ -54,7 +57,7 @@ from .._core.passthrough import PassthroughForward
 from .._core.stats import RelayStats
 from .dedupe_writer import DedupeWriter
 
-__all__ = ["DeadLetter", "InboundPipeline", "LIVE_OVERFLOW_FACTOR"]
+__all__ = ["DeadLetter", "InboundPipeline", "LIVE_OVERFLOW_FACTOR", "PreHandler"]
 
 logger = logging.getLogger("trio_relay")
 
@@ -66,6 +69,18 @@ InboundItem = InboundFrame | PassthroughFrame | InterruptInbound
 MessageHandler = Callable[[MessageEvent], Awaitable[None]]
 InterruptHandler = Callable[[str, str], Awaitable[None]]
 PassthroughHandler = Callable[[PassthroughForward], Awaitable[None]]
+PreHandler = Callable[[MessageEvent], Awaitable[MessageEvent | None]]
+"""An async step run on each message before ``on_message`` (the relay's own planes plug
+in here: media downloaded on receipt, routes recorded, prompt presses consumed).
+
+It runs in the message's lane and handler slot, so per-chat order holds and it counts
+against ``max_concurrent_handlers``; it runs even when no ``on_message`` is set. It
+returns the event to hand on (the same one, or a replacement such as
+``dataclasses.replace(event, ...)``), or ``None`` to *consume* it: the delivery is then
+handled (committed and acked) without reaching later steps or ``on_message``. A step
+that raises fails the delivery exactly as a raising handler does (not acked, retried
+up to ``max_delivery_attempts``). Steps run in the order they were added.
+"""
 
 
 @dataclass(frozen=True)
@@ -146,6 +161,7 @@ class InboundPipeline:
         self._on_passthrough = on_passthrough
         self._on_dead_letter = on_dead_letter
         self._send_ack = send_ack
+        self._pre_handlers: list[PreHandler] = []
         self._dedupe = DedupeSet(config.dedupe_size)
         self._attempts = AttemptCounter(config.dedupe_size)
         self._slots = trio.Semaphore(config.max_concurrent_handlers)
@@ -160,6 +176,10 @@ class InboundPipeline:
         self._early: list[InboundItem] | None = []
         self._nursery: trio.Nursery | None = None
         self._writer: DedupeWriter | None = None
+
+    def add_pre_handler(self, step: PreHandler) -> None:
+        """Run ``step`` on every message before ``on_message`` (see :data:`PreHandler`)."""
+        self._pre_handlers.append(step)
 
     # --- the reader's side (synchronous, never blocks) -------------------------------
 
@@ -349,6 +369,11 @@ class InboundPipeline:
 
     async def _call_handler(self, payload: MessageEvent | PassthroughForward) -> None:
         if isinstance(payload, MessageEvent):
+            for step in self._pre_handlers:
+                stepped = await step(payload)
+                if stepped is None:
+                    return  # consumed by a step: handled, acked
+                payload = stepped
             handler: Callable[[Any], Awaitable[None]] | None = self._on_message
             kind = "message"
         else:
