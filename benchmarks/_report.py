@@ -243,7 +243,7 @@ def _cpu_model() -> str:
 def machine_info() -> dict[str, Any]:
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "platform": platform.platform(),
         "kernel": platform.release(),
         "cpu_model": _cpu_model(),

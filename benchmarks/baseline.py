@@ -183,7 +183,7 @@ class BaselineRelay:
             raise RuntimeError("the relay is closed")
         try:
             await asyncio.wait_for(self._connected_event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise TimeoutError(f"not connected within {timeout} s") from None
 
     # -- requests --------------------------------------------------------------------
@@ -211,7 +211,7 @@ class BaselineRelay:
             wait = self.config.request_timeout if timeout is None else timeout
             try:
                 reply = await asyncio.wait_for(fut, wait)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return BaselineOutcome(False, True, "timeout", {})
             if reply is None:
                 return BaselineOutcome(False, True, "connection lost", {})

@@ -181,7 +181,7 @@ async def test_platforms_never_collide(connector: ReferenceConnector) -> None:
             ]
 
 
-class Platform(str, enum.Enum):
+class Platform(str, enum.Enum):  # noqa: UP042 (the str mixin users write, not StrEnum)
     SLACK = "slack"
 
 

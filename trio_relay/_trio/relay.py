@@ -17,7 +17,6 @@ from __future__ import annotations
 import itertools
 import logging
 import secrets
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -48,9 +47,6 @@ from .inbound import (
     PassthroughHandler,
 )
 from .serve import ConnectionHooks, serve_connection
-
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup
 
 logger = logging.getLogger("trio_relay")
 

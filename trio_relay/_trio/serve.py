@@ -10,7 +10,6 @@ when the socket dies; the transport is closed on every path out.
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -23,9 +22,6 @@ from .._core.config import Identity, RelayConfig
 from .._core.stats import RelayStats
 from .connection import Connection, InboundSink
 from .dial import Endpoint, UpgradeRefused, open_transport, upgrade
-
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup
 
 logger = logging.getLogger("trio_relay")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import ssl
-import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -31,9 +30,6 @@ from wsproto.utilities import LocalProtocolError
 from .._core.frames import InboundFrame, InterruptInbound
 from ._protocol import ConnectorProtocol, JsonObject, OutboundHandler
 from ._session import CLOSE_TIMEOUT, Session
-
-if sys.version_info < (3, 11):
-    from exceptiongroup import BaseExceptionGroup
 
 logger = logging.getLogger("trio_relay.testing.connector")
 
