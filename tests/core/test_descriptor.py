@@ -124,7 +124,17 @@ def test_max_message_length(value: Any, expected: int) -> None:
     assert Descriptor.from_wire(wire(max_message_length=value)).max_message_length == expected
 
 
-@pytest.mark.parametrize("key", ["supports_draft_streaming", "supports_edit", "supports_threads"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "supports_draft_streaming",
+        "supports_edit",
+        "supports_threads",
+        "supports_context",
+        "supports_inchannel_continuable",
+        "supports_block_formatting",
+    ],
+)
 @pytest.mark.parametrize(
     ("value", "expected"),
     [(True, True), (False, False), (None, False), (1, False), ("true", False), ([], False)],
@@ -252,3 +262,17 @@ def test_immutable_hashable_copyable() -> None:
     assert pickle.loads(pickle.dumps(d)) == d
     assert copy.deepcopy(d) == d
     assert "raw" not in repr(d)
+
+
+def test_text_length_follows_len_unit() -> None:
+    text = "hi 😀"  # one astral character: one code point, two UTF-16 units
+    assert Descriptor.from_wire(wire(len_unit="chars")).text_length(text) == 4
+    assert Descriptor.from_wire(wire(len_unit="utf16")).text_length(text) == 5
+
+
+def test_split_text_uses_limit_and_unit() -> None:
+    d = Descriptor.from_wire(wire(len_unit="utf16", max_message_length=4))
+    assert d.split_text("😀😀😀") == ["😀😀", "😀"]
+    assert d.fits("😀😀") and not d.fits("😀😀a")
+    chars = Descriptor.from_wire(wire(len_unit="chars", max_message_length=4))
+    assert chars.split_text("😀😀😀") == ["😀😀😀"]

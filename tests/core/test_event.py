@@ -320,6 +320,10 @@ def test_dataclass_machinery() -> None:
         "media_urls",
         "media",
         "source",
+        "reply_to",
+        "context",
+        "context_error",
+        "prompt_response",
         "raw",
     }
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -138,3 +138,26 @@ def test_codes() -> None:
         "queue_full",
         "unsupported_op",
     )
+
+
+@pytest.mark.parametrize(
+    ("result", "declined"),
+    [
+        ({"success": False, "code": "egress_declined", "error": "no scope"}, True),
+        ({"success": False, "error": "egress declined: reply lacks scope_id"}, True),
+        ({"success": False, "error": "Egress declined: missing profile"}, True),
+        ({"success": False, "error": "declined egress"}, False),
+        ({"success": False, "code": "rate_limited", "error": "slow down"}, False),
+        ({"success": True, "code": "egress_declined"}, False),
+        ({"success": False}, False),
+    ],
+)
+def test_egress_declined_from_the_connector(result: dict[str, object], declined: bool) -> None:
+    assert Outcome.answered(dict(result)).egress_declined is declined
+
+
+def test_egress_declined_never_when_ambiguous() -> None:
+    outcome = Outcome.ambiguous_failure(_outcome.EGRESS_DECLINED, "egress declined: maybe")
+    assert not outcome.egress_declined
+    assert not _outcome.timed_out(1, written=True).egress_declined
+    assert not _outcome.connection_lost("reset").egress_declined

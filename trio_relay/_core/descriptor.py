@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .frames import FrameError
+from .text import split_text, text_length
 
 __all__ = ["DEFAULT_MAX_MESSAGE_LENGTH", "LEGACY_OPS", "Descriptor", "LenUnit"]
 
@@ -70,6 +71,10 @@ class Descriptor:
     platform_hint: str | None = None
     pii_safe: bool | None = None
     supported_ops: tuple[str, ...] = ()
+    supports_context: bool = False
+    """The connector can attach surrounding channel messages (``event.context``)."""
+    supports_inchannel_continuable: bool = False
+    supports_block_formatting: bool = False
     # Excluded from the hash (a dict has none) and the repr (it repeats the fields).
     raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
 
@@ -106,6 +111,9 @@ class Descriptor:
             platform_hint=_str_or_none(obj, "platform_hint"),
             pii_safe=pii_safe if isinstance(pii_safe, bool) else None,
             supported_ops=_ops(obj.get("supported_ops")),
+            supports_context=_flag(obj, "supports_context"),
+            supports_inchannel_continuable=_flag(obj, "supports_inchannel_continuable"),
+            supports_block_formatting=_flag(obj, "supports_block_formatting"),
             raw=dict(obj),
         )
 
@@ -118,3 +126,18 @@ class Descriptor:
     def supports(self, op: str) -> bool:
         """Whether requests with ``action.op == op`` may be sent to this platform."""
         return op in self.effective_ops
+
+    def text_length(self, text: str) -> int:
+        """``text``'s length as this platform counts it (characters, or UTF-16 code
+        units when ``len_unit`` is ``utf16``)."""
+        return text_length(text, self.len_unit)
+
+    def split_text(self, text: str) -> list[str]:
+        """``text`` cut into pieces that each fit ``max_message_length``, at paragraph,
+        then line, then word boundaries (see :func:`trio_relay._core.text.split_text`).
+        An empty text gives no pieces."""
+        return split_text(text, self.max_message_length, self.len_unit)
+
+    def fits(self, text: str) -> bool:
+        """Whether ``text`` fits in one message of this platform."""
+        return self.text_length(text) <= self.max_message_length

@@ -15,6 +15,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from .enrichments import ContextMessage, PromptResponse, ReplyTo, context_from_wire
 from .frames import FrameError
 
 __all__ = [
@@ -168,7 +169,13 @@ class Source(_RawFields):
 
 @dataclass(frozen=True)
 class MessageEvent(_RawFields):
-    """A user's message, delivered by the connector (``inbound`` frame's ``event``)."""
+    """A user's message, delivered by the connector (``inbound`` frame's ``event``).
+
+    Enrichments, when the platform carried them: ``reply_to`` (what the user quoted),
+    ``context`` (read-only surrounding messages, oldest first; ``context_error`` when
+    the connector could not fetch them) and ``prompt_response`` (a press on a prompt's
+    option; :meth:`Relay.ask` consumes those of its own prompts before any handler).
+    """
 
     text: str = ""
     message_type: str = "text"
@@ -177,6 +184,10 @@ class MessageEvent(_RawFields):
     media_urls: tuple[str, ...] = ()
     media: tuple[Media, ...] = ()
     source: Source = field(default_factory=Source)
+    reply_to: ReplyTo | None = None
+    context: tuple[ContextMessage, ...] = ()
+    context_error: bool = False
+    prompt_response: PromptResponse | None = None
     raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
 
     @classmethod
@@ -206,6 +217,10 @@ class MessageEvent(_RawFields):
                 else ()
             ),
             source=Source.from_wire(source if isinstance(source, dict) else {}),
+            reply_to=ReplyTo.from_wire(obj.get("reply_to")),
+            context=context_from_wire(obj.get("context")),
+            context_error=obj.get("context_error") is True,
+            prompt_response=PromptResponse.from_wire(obj.get("prompt_response")),
             raw=dict(obj),
         )
 

@@ -52,6 +52,18 @@ class Outcome:
     code: str | None = None
     result: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def egress_declined(self) -> bool:
+        """True when the connector refused to deliver this to the chat (code
+        ``egress_declined``, or an error text starting "egress declined:"), typically
+        because the routing metadata was missing: a definite refusal, never retried as
+        another op. Never true for an ambiguous outcome."""
+        if self.success or self.ambiguous:
+            return False
+        if self.code == EGRESS_DECLINED:
+            return True
+        return self.error is not None and self.error.lower().startswith("egress declined:")
+
     @classmethod
     def answered(cls, result: dict[str, Any]) -> Outcome:
         """The connector's answer, passed through. A refusal of egress is definite."""
