@@ -124,7 +124,7 @@ def test_tilde_fence_and_unclosed_fence() -> None:
 # --- properties -------------------------------------------------------------------
 
 ALPHABET = st.sampled_from(
-    list("ab cd\n\t") + ["\n\n", "😀", "𝄞", "é", "\u0301", "\u200d", "🏽", "🇫", "🇷", "漢"]
+    [*"ab cd\n\t", "\n\n", "😀", "𝄞", "é", "\u0301", "\u200d", "🏽", "🇫", "🇷", "漢"]
 )
 TEXTS = st.lists(ALPHABET, max_size=200).map("".join)
 
