@@ -16,7 +16,7 @@ from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.inbound import DeadLetter
 from ._trio.relay import Relay, open_relay
-from .http import StreamStalled
+from .http._stall import StreamStalled
 
 __all__ = [
     "DeadLetter",

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import math
 import os
+from types import ModuleType
 
 import httpx
+import httpx2
 import pytest
 import trio
 from netns import NetnsHost, NetnsUnavailable, open_netns_host
 
+import trio_relay.http
+import trio_relay.http.httpx1
 from trio_relay._core.keepalive import KeepaliveConfig
-from trio_relay.http import keepalive_client
 
 # Accepts any number of connections; each gets a chunked event stream of three events,
 # then silence (the connection is held open, as a provider mid-generation would).
@@ -99,8 +102,13 @@ async def _read_until(chunks: object, marker: bytes) -> None:
 
 
 @pytest.mark.netns
+@pytest.mark.parametrize(
+    ("api", "module"),
+    [(trio_relay.http, httpx2), (trio_relay.http.httpx1, httpx)],
+    ids=["httpx2", "httpx"],
+)
 async def test_keepalive_client_notices_a_vanished_streaming_peer(
-    netns_host: NetnsHost,
+    netns_host: NetnsHost, api: ModuleType, module: ModuleType
 ) -> None:
     config = KeepaliveConfig(idle=1, interval=1, count=2)
     bound = config.idle + config.interval * config.count + 1  # 4 s
@@ -110,8 +118,8 @@ async def test_keepalive_client_notices_a_vanished_streaming_peer(
 
     # timeout=None on both, as LLM streaming clients run: only TCP may end the read.
     async with (
-        keepalive_client(keepalive=config, timeout=None, trust_env=False) as guarded,
-        httpx.AsyncClient(timeout=None, trust_env=False) as plain,
+        api.keepalive_client(keepalive=config, timeout=None, trust_env=False) as guarded,
+        module.AsyncClient(timeout=None, trust_env=False) as plain,
         guarded.stream("GET", url) as guarded_response,
         plain.stream("GET", url) as plain_response,
     ):
@@ -128,7 +136,7 @@ async def test_keepalive_client_notices_a_vanished_streaming_peer(
 
         async def read_guarded() -> None:
             nonlocal guarded_failed_after
-            with trio.move_on_after(bound + 2), pytest.raises(httpx.ReadError):
+            with trio.move_on_after(bound + 2), pytest.raises(module.ReadError):
                 await anext(guarded_chunks)
             guarded_failed_after = trio.current_time() - start
 
