@@ -35,8 +35,13 @@ class Context:
         """The main sample count: ``-n`` if given, else by mode."""
         return self.n if self.n is not None else self.pick(default, quick, tiny)
 
-    def connector(self, *, host: str = "127.0.0.1", prefix: Sequence[str] = ()) -> ConnectorProcess:
-        return ConnectorProcess(host=host, cpu=self.connector_cpu, prefix=prefix)
+    def connector(
+        self, *, host: str = "127.0.0.1", prefix: Sequence[str] = (), fast: bool = False
+    ) -> ConnectorProcess:
+        """The reference connector in its own process; ``fast``: the one that only
+        answers (:mod:`.fast_connector`), for figures the connector must not limit."""
+        module = f"{__package__}.{'fast_connector' if fast else 'connector_proc'}"
+        return ConnectorProcess(host=host, cpu=self.connector_cpu, prefix=prefix, module=module)
 
 
 def plan_cpus(pin: bool) -> tuple[int | None, list[int] | None]:

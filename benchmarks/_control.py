@@ -33,7 +33,9 @@ class ConnectorProcess:
     """``python -m trio_relay_benchmarks.connector_proc`` as a context manager.
 
     ``prefix`` runs it under another command (``ip netns exec NS`` for the kernel path);
-    ``cpu`` pins it to one CPU so that it never competes with the client under test.
+    ``cpu`` pins it to one CPU so that it never competes with the client under test;
+    ``module`` picks another connector speaking the same control protocol (the
+    throughput benchmark's :mod:`.fast_connector`).
     """
 
     def __init__(
@@ -43,11 +45,12 @@ class ConnectorProcess:
         cpu: int | None = None,
         prefix: Sequence[str] = (),
         start_timeout: float = 30.0,
+        module: str = "trio_relay_benchmarks.connector_proc",
     ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="trio-relay-bench-")
         self.control_path = os.path.join(self._tmp.name, "control.sock")
         self._log = open(os.path.join(self._tmp.name, "connector.log"), "w+b")  # noqa: SIM115
-        argv = [*prefix, sys.executable, "-m", "trio_relay_benchmarks.connector_proc"]
+        argv = [*prefix, sys.executable, "-m", module]
         argv += ["--control", self.control_path, "--host", host]
         if cpu is not None:
             argv += ["--cpu", str(cpu)]
@@ -65,6 +68,8 @@ class ConnectorProcess:
             raise
         self.url: str = info["url"]
         self.pid: int = info["pid"]
+        self.loop: str = info.get("loop", "trio")
+        """The connector's event loop (``trio``, ``uvloop`` or ``asyncio``)."""
 
     def _readline(self, timeout: float) -> str:
         stdout = self._proc.stdout

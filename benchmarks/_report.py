@@ -22,6 +22,7 @@ __all__ = [
     "machine_info",
     "percentile",
     "render",
+    "targets_markdown",
     "thin",
     "write_json",
     "write_plot",
@@ -170,6 +171,26 @@ def render(result: Result) -> str:
             line += f" ({target.note})"
         lines.append(line)
     return "\n".join(lines)
+
+
+def targets_markdown(results: list[Result], info: dict[str, Any], mode: str) -> str:
+    """Every target of the run as a Markdown table (for RESULTS.md and the README):
+    the target, the figure measured beside it, and whether it was met."""
+    lines = [
+        f"Measured {info['date']}, mode `{mode}`, {info['cpu_count']} CPUs "
+        f"({info['cpu_model']}), {info['python']}.",
+        "",
+        "| benchmark | target | measured | |",
+        "|---|---|---|---|",
+    ]
+    for result in results:
+        for target in result.targets:
+            verdict = "met" if target.met else "**missed**"
+            if not target.met and target.note:
+                verdict += " " + target.note.removeprefix("missed ")
+            measured = target.measured.replace("|", "/")
+            lines.append(f"| {result.name} | {target.text} | {measured} | {verdict} |")
+    return "\n".join(lines) + "\n"
 
 
 # --- progress --------------------------------------------------------------------------

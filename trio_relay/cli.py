@@ -3,6 +3,7 @@
 ::
 
     trio-relay bench [NAME|all] [--quick] [-n N] [--json PATH] [--plot PATH.png]
+                     [--markdown PATH.md]
     trio-relay connector [--host HOST] [--port PORT] [--gateway-id ID] [--secret S]
     trio-relay probe URL [--gateway-id ID] [--secret S] [--timeout SECONDS]
 
@@ -61,6 +62,7 @@ def _bench(args: argparse.Namespace) -> int:
             n=args.n,
             json_path=args.json,
             plot_path=args.plot,
+            markdown_path=args.markdown,
             pin=args.pin,
         )
     except KeyboardInterrupt:
@@ -333,6 +335,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench.add_argument("--json", metavar="PATH", help="write machine-readable results here")
     bench.add_argument("--plot", metavar="PATH.png", help="write a latency CDF (needs matplotlib)")
+    bench.add_argument(
+        "--markdown", metavar="PATH.md", help="write every target beside its figure, as Markdown"
+    )
     bench.add_argument(
         "--pin",
         action="store_true",

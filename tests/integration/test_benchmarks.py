@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 from trio_relay_benchmarks import _netns, detect
 from trio_relay_benchmarks._context import Context
+from trio_relay_benchmarks._control import ConnectorProcess
 from trio_relay_benchmarks._report import (
     Progress,
     Result,
@@ -30,6 +31,7 @@ from trio_relay_benchmarks._report import (
     Target,
     percentile,
     render,
+    targets_markdown,
     thin,
 )
 from trio_relay_benchmarks.baseline import BaselineConfig, BaselineRelay
@@ -208,3 +210,40 @@ def test_baseline_failed_dials_do_not_reset_its_ladder() -> None:
 
     asyncio.run(asyncio.wait_for(main(), 10))
     assert waits[:4] == [1.0, 2.0, 4.0, 4.0]
+
+
+# --- the fast connector ----------------------------------------------------------------
+
+
+def test_fast_connector_batches_its_replies() -> None:
+    """Every ``outbound`` read at once is answered in one message, each with its own
+    ``requestId``; a ``hello`` gets its descriptor."""
+    from websockets.sync.client import connect
+
+    with ConnectorProcess(module="trio_relay_benchmarks.fast_connector") as proc:
+        assert proc.loop in ("uvloop", "asyncio")
+        with connect(proc.url.replace("http://", "ws://") + "/", open_timeout=10) as ws:
+            ws.send('{"type":"hello","platform":"slack","botId":"B1"}\n')
+            descriptor = json.loads(str(ws.recv(timeout=10)))
+            assert descriptor["type"] == "descriptor"
+            assert descriptor["descriptor"]["platform"] == "slack"
+            lines = [
+                json.dumps({"type": "outbound", "requestId": f"r{i}", "action": {"op": "x"}})
+                for i in range(3)
+            ]
+            ws.send("\n".join(lines) + "\n")
+            reply = str(ws.recv(timeout=10))
+        frames = [json.loads(line) for line in reply.splitlines()]
+        assert [f["requestId"] for f in frames] == ["r0", "r1", "r2"]
+        assert all(f == {"type": "outbound_result", "requestId": f["requestId"],
+                         "result": {"success": True}} for f in frames)  # fmt: skip
+
+
+def test_targets_markdown_puts_each_figure_beside_its_target() -> None:
+    result = Result("x", "a title")
+    result.targets = [Target("fast", "2 ms", True), Target("faster", "2 ms", False, "by 1 ms")]
+    info = {"date": "d", "cpu_count": 2, "cpu_model": "m", "python": "CPython 3.11"}
+    text = targets_markdown([result], info, "quick")
+    assert "| x | fast | 2 ms | met |" in text
+    assert "| x | faster | 2 ms | **missed** by 1 ms |" in text
+    assert "mode `quick`" in text
