@@ -7,24 +7,16 @@ that each fault it injects looks, on the wire, like the real thing.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
 import trio
-from trio_websocket import (
-    ConnectionClosed,
-    ConnectionRejected,
-    HandshakeError,
-    WebSocketConnection,
-    open_websocket_url,
-)
+from connector_support import dial, hello, line, outbound
+from trio_websocket import ConnectionRejected, HandshakeError
 
 from trio_relay._core.frames import Interrupt, Outbound
 from trio_relay._core.token import mint_token
-from trio_relay.testing import ReferenceConnector, Session, open_connector, serve_connector
+from trio_relay.testing import Session, open_connector, serve_connector
 
 NOW = 1_700_000_000.0
 SECRETS = {"gw1": "s3cret", "gw2": "other"}
@@ -32,72 +24,6 @@ SECRETS = {"gw1": "s3cret", "gw2": "other"}
 
 def _clock() -> float:
     return NOW
-
-
-def line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj) + "\n"
-
-
-def hello(platform: str = "slack", bot: str = "B1") -> str:
-    return line({"type": "hello", "platform": platform, "botId": bot})
-
-
-def outbound(request_id: str, op: str = "send") -> str:
-    return line({"type": "outbound", "requestId": request_id, "action": {"op": op}})
-
-
-class Peer:
-    """A raw gateway: a trio-websocket client plus a newline-JSON line buffer."""
-
-    def __init__(self, ws: WebSocketConnection) -> None:
-        self.ws = ws
-        self._lines: list[str] = []
-        self._partial = ""
-        self.messages = 0
-
-    async def send(self, *lines: str) -> None:
-        await self.ws.send_message("".join(lines))
-
-    async def frame(self) -> dict[str, Any]:
-        while not self._lines:
-            message = await self.ws.get_message()
-            assert isinstance(message, str)
-            self.messages += 1
-            *complete, self._partial = (self._partial + message).split("\n")
-            self._lines.extend(complete)
-        obj: dict[str, Any] = json.loads(self._lines.pop(0))
-        return obj
-
-    async def frames(self, count: int) -> list[dict[str, Any]]:
-        return [await self.frame() for _ in range(count)]
-
-    async def handshake(self, platform: str = "slack") -> dict[str, Any]:
-        await self.send(hello(platform))
-        descriptor = await self.frame()
-        assert descriptor["type"] == "descriptor"
-        return descriptor
-
-    async def closed(self) -> tuple[int, str | None]:
-        """Read until the connection ends; its close code and reason."""
-        with trio.fail_after(2):
-            while True:
-                try:
-                    await self.ws.get_message()
-                except ConnectionClosed as exc:
-                    assert exc.reason is not None
-                    return exc.reason.code, exc.reason.reason
-
-
-@asynccontextmanager
-async def dial(
-    connector: ReferenceConnector, *, token: str | None = None, path: str = "/relay"
-) -> AsyncIterator[Peer]:
-    headers = [(b"Authorization", f"Bearer {token}".encode())] if token else None
-    url = f"ws://127.0.0.1:{connector.port}{path}"
-    async with open_websocket_url(
-        url, extra_headers=headers, connect_timeout=2, disconnect_timeout=0.5
-    ) as ws:
-        yield Peer(ws)
 
 
 def token(gateway_id: str = "gw1", *, secret: str | None = None, ttl: float = 300) -> str:
@@ -177,13 +103,15 @@ async def test_custom_handler_result_none_and_failure() -> None:
         op = frame.action["op"]
         if op == "typing":
             return None  # no reply at all
-        if op == "boom":
+        if frame.action.get("content") == "boom":
             raise ValueError("kaput")
         await trio.sleep(0)  # handlers may await; they run off the reader task
         return {"success": True, "echo": op, "gateway": session.gateway_id}
 
     async with open_connector(outbound_handler=handler) as connector, dial(connector) as peer:
-        await peer.send(outbound("t", "typing"), outbound("b", "boom"), outbound("e", "edit"))
+        await peer.send(
+            outbound("t", "typing"), outbound("b", content="boom"), outbound("e", "edit")
+        )
         got = {f["requestId"]: f["result"] for f in await peer.frames(2)}
         assert got["e"] == {"success": True, "echo": "edit", "gateway": "anonymous"}
         assert got["b"]["success"] is False and "kaput" in got["b"]["error"]

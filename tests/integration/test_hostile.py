@@ -264,7 +264,7 @@ async def play(script: Script) -> None:
 
         async def request(n: int) -> None:
             start = trio.current_time()
-            outcome = await relay.request({"op": "send", "chat_id": "C", "n": n})
+            outcome = await relay.request({"op": "send", "chat_id": "C", "content": "x", "n": n})
             run.outcomes[n] = (start, trio.current_time(), outcome)
 
         async with trio.open_nursery() as nursery:

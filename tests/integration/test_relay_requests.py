@@ -91,7 +91,9 @@ async def test_ops_beyond_the_legacy_set_need_the_descriptor(
     connector.descriptors["relay"] = {"supported_ops": ["send", "react"]}
     async with trio_relay.open_relay(connector.url, config=config()) as relay:
         await relay.wait_connected(5)
-        react = await relay.request({"op": "react", "chat_id": "C", "message_id": "1"})
+        react = await relay.request(
+            {"op": "react", "chat_id": "C", "message_id": "1", "emoji": "+1"}
+        )
         delete = await relay.request({"op": "delete", "chat_id": "C", "message_id": "1"})
     assert react.success
     assert not delete.success and not delete.ambiguous and delete.code == "unsupported_op"

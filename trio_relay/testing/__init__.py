@@ -1,25 +1,36 @@
 """Test helpers users can import: a reference connector.
 
 ``open_connector()`` runs a real WebSocket server on loopback that speaks the connector
-side of the relay contract, records what the gateway sent, and injects faults on demand::
+side of the relay protocol (docs/protocol.md), checks every action the way a real
+connector does, records what the gateway sent, plays the users of each chat, and injects
+faults on demand::
 
     from trio_relay.testing import open_connector
 
     async with open_connector() as connector:
         async with trio_relay.open_relay(connector.url) as relay:
             await connector.wait_session()
+            connector.say("C1", "hello")     # a user writes in chat C1
+            await connector.wait_acks(1)
+            print(connector.transcript_text("C1"))
             await connector.abort()          # a TCP reset
 """
 
+from ._chats import PromptShown, TranscriptEntry
 from ._connector import ReferenceConnector, open_connector, serve_connector
-from ._protocol import OutboundHandler, default_descriptor
-from ._session import ANONYMOUS, Session
+from ._options import ConnectorOptions, OutboundHandler
+from ._protocol import default_descriptor
+from ._session import ANONYMOUS, FrameObserver, Session
 
 __all__ = [
     "ANONYMOUS",
+    "ConnectorOptions",
+    "FrameObserver",
     "OutboundHandler",
+    "PromptShown",
     "ReferenceConnector",
     "Session",
+    "TranscriptEntry",
     "default_descriptor",
     "open_connector",
     "serve_connector",

@@ -18,17 +18,18 @@ nursery; the listener and all sessions live in the nursery of :func:`open_connec
 from __future__ import annotations
 
 import logging
-import ssl
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import NoReturn
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import trio
 from wsproto.utilities import LocalProtocolError
 
 from .._core.frames import InboundFrame, InterruptInbound
-from ._protocol import ConnectorProtocol, JsonObject, OutboundHandler
+from ._options import ConnectorOptions, takes_options
+from ._protocol import ConnectorProtocol, JsonObject
 from ._session import CLOSE_TIMEOUT, Session
 
 logger = logging.getLogger("trio_relay.testing.connector")
@@ -46,32 +47,13 @@ class ReferenceConnector(ConnectorProtocol):
     connected gateway, stop), for benchmarks that time the gateway's reaction.
     """
 
-    def __init__(
-        self,
-        nursery: trio.Nursery,
-        *,
-        secrets: dict[str, str] | None,
-        descriptors: dict[str, JsonObject] | None,
-        outbound_handler: OutboundHandler | None,
-        host: str,
-        port: int,
-        clock: Callable[[], float],
-        max_message_bytes: int,
-        record: bool,
-        ssl_context: ssl.SSLContext | None = None,
-    ) -> None:
-        super().__init__(
-            secrets=secrets,
-            descriptors=descriptors,
-            outbound_handler=outbound_handler,
-            clock=clock,
-            record=record,
-        )
+    def __init__(self, nursery: trio.Nursery, options: ConnectorOptions) -> None:
+        super().__init__(options)
         self._nursery = nursery
-        self._host = host
-        self.port = port
-        self.max_message_bytes = max_message_bytes
-        self.ssl_context = ssl_context
+        self._host = options.host
+        self.port = options.port
+        self.max_message_bytes = options.max_message_bytes
+        self.ssl_context = options.ssl_context
         """Server-side TLS for every session (``https``/``wss`` URLs) when set."""
         self.kills: list[float] = []
         self._live: set[Session] = set()  # every TCP connection being served, any stage
@@ -116,7 +98,9 @@ class ReferenceConnector(ConnectorProtocol):
     async def send_inbound(self, event: JsonObject, *, session: Session | None = None) -> None:
         """Send a live, unbuffered ``inbound``; returns once it was handed to the socket
         (or the session ended first, in which case it is lost)."""
-        await self._target(session).send_and_wait(InboundFrame(event))
+        target = self._target(session)
+        self.chats.saw_inbound(event, target.gateway_id)
+        await target.send_and_wait(InboundFrame(event))
 
     async def send_interrupt(
         self, session_key: str, chat_id: str, *, session: Session | None = None
@@ -250,6 +234,7 @@ class ReferenceConnector(ConnectorProtocol):
             max_message_bytes=self.max_message_bytes,
             max_queued_frames=MAX_QUEUED_FRAMES,
             tls=self.ssl_context,
+            observer=self.options.on_frame,
         )
         self._live.add(session)
         try:
@@ -267,83 +252,79 @@ class ReferenceConnector(ConnectorProtocol):
             self._notify()
 
 
-@asynccontextmanager
-async def open_connector(
-    *,
-    secrets: dict[str, str] | None = None,
-    descriptors: dict[str, JsonObject] | None = None,
-    outbound_handler: OutboundHandler | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    clock: Callable[[], float] = time.time,
-    max_message_bytes: int = 1 << 20,
-    record: bool = True,
-    ssl_context: ssl.SSLContext | None = None,
-) -> AsyncIterator[ReferenceConnector]:
+@takes_options(ConnectorOptions)
+def open_connector(options: ConnectorOptions) -> AbstractAsyncContextManager[ReferenceConnector]:
     """Run a reference connector listening on ``host:port`` for the block's duration.
 
-    ``secrets`` (gateway id -> secret) turns on upgrade authentication, checked against
-    ``clock()`` (unix seconds); ``None`` accepts any upgrade as gateway "anonymous".
-    ``descriptors`` overrides descriptor keys per platform. ``outbound_handler`` answers
-    ``outbound`` frames instead of the default ``{"success": True, "message_id": ...}``.
-    ``ssl_context`` (a server-side context holding the certificate) serves TLS: the
-    URL becomes ``https://``. Leaving the block closes every session with 1001
-    (bounded) and stops listening.
+    The keywords are the fields of :class:`ConnectorOptions`: ``secrets`` (gateway id
+    -> secret) turns on upgrade authentication, checked against ``clock()`` (unix
+    seconds); ``descriptors`` overrides descriptor keys per platform;
+    ``outbound_handler`` answers valid ``outbound`` frames instead of the built-in
+    answers; ``ssl_context`` serves TLS (the URL becomes ``https://``); ``validate=False``
+    skips the op-table and tenant checks. Leaving the block closes every session with
+    1001 (bounded) and stops listening. An exception raised in the block, a
+    ``KeyboardInterrupt`` included, comes out as itself, never in an exception group.
     """
-    error: Exception | None = None
-    async with trio.open_nursery() as nursery:
-        connector = ReferenceConnector(
-            nursery,
-            secrets=secrets,
-            descriptors=descriptors,
-            outbound_handler=outbound_handler,
-            host=host,
-            port=port,
-            clock=clock,
-            max_message_bytes=max_message_bytes,
-            record=record,
-            ssl_context=ssl_context,
-        )
-        try:
-            await connector.start()
-            yield connector
-        except Exception as exc:
-            # Re-raised below, outside the nursery, so that the caller sees its own
-            # exception (or the bind error) rather than an ExceptionGroup around it.
-            error = exc
-        finally:
-            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
-                await connector._shutdown(abort=False)
-            nursery.cancel_scope.cancel()
+    return _run(options)
+
+
+@asynccontextmanager
+async def _run(options: ConnectorOptions) -> AsyncIterator[ReferenceConnector]:
+    error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            connector = ReferenceConnector(nursery, options)
+            try:
+                await connector.start()
+                yield connector
+            except (trio.Cancelled, GeneratorExit):
+                raise  # a cancel scope outside catches it; a closed generator must end
+            except BaseException as exc:
+                # Re-raised below, outside the nursery, so that the caller sees its own
+                # exception (or the bind error) rather than an ExceptionGroup around it.
+                error = exc
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
+                    await connector._shutdown(abort=False)
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # Ctrl-C may land in any task (a session's, the listener's), not only in the
+        # block; it still leaves as the one KeyboardInterrupt it is.
+        interrupt = _first_interrupt(group)
+        if interrupt is None:
+            raise
+        raise interrupt from None
     if error is not None:
         raise error
 
 
-async def serve_connector(
-    *,
-    secrets: dict[str, str] | None = None,
-    descriptors: dict[str, JsonObject] | None = None,
-    outbound_handler: OutboundHandler | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    clock: Callable[[], float] = time.time,
-    max_message_bytes: int = 1 << 20,
-    record: bool = True,
-    ssl_context: ssl.SSLContext | None = None,
-    task_status: trio.TaskStatus[ReferenceConnector] = trio.TASK_STATUS_IGNORED,
-) -> NoReturn:
+def _first_interrupt(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    for leaf in group.exceptions:
+        if isinstance(leaf, BaseExceptionGroup):
+            found = _first_interrupt(leaf)
+            if found is not None:
+                return found
+        elif isinstance(leaf, (KeyboardInterrupt, SystemExit)):
+            return leaf
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeOptions(ConnectorOptions):
+    """:class:`ConnectorOptions` plus trio's ``task_status`` for ``nursery.start``."""
+
+    task_status: trio.TaskStatus[ReferenceConnector] = trio.TASK_STATUS_IGNORED
+
+
+@takes_options(ServeOptions)
+def serve_connector(options: ServeOptions) -> Coroutine[Any, Any, NoReturn]:
     """Serve until cancelled; ``await nursery.start(serve_connector, ...)`` returns the
-    listening :class:`ReferenceConnector`. Prints nothing."""
-    async with open_connector(
-        secrets=secrets,
-        descriptors=descriptors,
-        outbound_handler=outbound_handler,
-        host=host,
-        port=port,
-        clock=clock,
-        max_message_bytes=max_message_bytes,
-        record=record,
-        ssl_context=ssl_context,
-    ) as connector:
-        task_status.started(connector)
+    listening :class:`ReferenceConnector`. Takes the keywords of :func:`open_connector`.
+    Prints nothing."""
+    return _serve_forever(options)
+
+
+async def _serve_forever(options: ServeOptions) -> NoReturn:
+    async with _run(options) as connector:
+        options.task_status.started(connector)
         await connector.serve_forever()

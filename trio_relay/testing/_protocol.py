@@ -3,25 +3,29 @@ the reference connector records about it.
 
 :class:`ConnectorProtocol` is the half of the reference connector that sockets never
 touch: it admits upgrades (through :class:`~._faults.UpgradePolicy`), answers ``hello``
-with descriptors and replays the durable buffer, answers ``outbound`` (through
-:class:`~._faults.ResultPolicy`), takes acks, and records everything so tests can wait
-on it. Dispatch is synchronous and runs on the session's reader: only user-supplied
-outbound handlers get a task of their own, so a slow handler never stalls the reader.
+with descriptors and replays the durable buffer, checks and answers ``outbound``
+(through :mod:`._ops` and :class:`~._faults.ResultPolicy`), takes acks, and records
+everything so tests can wait on it. Dispatch is synchronous and runs on the session's
+reader: only user-supplied outbound handlers get a task of their own, so a slow handler
+never stalls the reader.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import trio
 from trio_websocket import WebSocketRequest
 
 from .._core.codec import RejectedFrame
+from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.frames import (
     DescriptorFrame,
     Frame,
+    FrameError,
     GoingIdle,
     GoingIdleAck,
     Hello,
@@ -33,14 +37,15 @@ from .._core.frames import (
     PassthroughFrame,
 )
 from ._buffer import DurableBuffer
+from ._chats import ChatBook, TranscriptEntry
 from ._faults import ResultPolicy, UpgradePolicy
+from ._ops import OP_TABLE, ActionRefusal, check_action
+from ._options import ConnectorOptions, JsonObject, OutboundHandler
 from ._session import ANONYMOUS, Admission, Session
 
 logger = logging.getLogger("trio_relay.testing.connector")
 
-JsonObject = dict[str, Any]
-OutboundHandler = Callable[[Session, Outbound], Awaitable["JsonObject | None"]]
-"""``async (session, frame) -> result``; a ``None`` result sends no reply at all."""
+__all__ = ["ConnectorProtocol", "JsonObject", "OutboundHandler", "default_descriptor"]
 
 
 def default_descriptor(platform: str) -> JsonObject:
@@ -66,19 +71,13 @@ class ConnectorProtocol:
     frames.
     """
 
-    def __init__(
-        self,
-        *,
-        secrets: dict[str, str] | None,
-        descriptors: dict[str, JsonObject] | None,
-        outbound_handler: OutboundHandler | None,
-        clock: Callable[[], float],
-        record: bool,
-    ) -> None:
-        self.descriptors: dict[str, JsonObject] = dict(descriptors or {})
+    def __init__(self, options: ConnectorOptions) -> None:
+        self.options = options
+        self.descriptors: dict[str, JsonObject] = dict(options.descriptors or {})
         """platform -> descriptor keys overriding the defaults; may be changed live."""
-        self.outbound_handler = outbound_handler
-        self.record = record
+        self.outbound_handler = options.outbound_handler
+        """Answers valid ``outbound`` frames when set; may be changed live."""
+        self.record = options.record
         self.sessions: list[Session] = []
         """Every accepted upgrade, in order (including those refused right after)."""
         self.received: list[Frame] = []
@@ -86,9 +85,11 @@ class ConnectorProtocol:
         self.acks: list[str] = []
         self.rejected: list[RejectedFrame] = []
         self.outbound_count = 0
-        self.upgrades = UpgradePolicy(secrets, clock)
+        self.upgrades = UpgradePolicy(options.secrets, options.clock)
         self.results = ResultPolicy()
         self.buffer = DurableBuffer()
+        self.chats = ChatBook(keep_transcripts=options.record)
+        self._injected = itertools.count(1)
         self._handshaken: list[Session] = []
         self._changed = trio.lowlevel.ParkingLot()
         self._dispatch: dict[type[Frame], Callable[[Session, Any], None]] = {
@@ -107,6 +108,16 @@ class ConnectorProtocol:
     def pending(self, gateway_id: str = ANONYMOUS) -> list[str]:
         """The bufferIds of ``gateway_id`` not acknowledged yet, oldest first."""
         return self.buffer.ids(gateway_id)
+
+    def transcript(self, chat_id: str) -> list[TranscriptEntry]:
+        """What happened in ``chat_id``, oldest first: the users' messages and presses
+        the connector sent, and every op the gateway had carried out there. Each entry
+        reads as one line (``str(entry)``); empty with ``record=False``."""
+        return self.chats.transcript(chat_id)
+
+    def transcript_text(self, chat_id: str) -> str:
+        """:meth:`transcript` as text, one line an entry."""
+        return "".join(f"{entry}\n" for entry in self.chats.transcript(chat_id))
 
     # --- waiting ----------------------------------------------------------------------
 
@@ -136,10 +147,97 @@ class ConnectorProtocol:
         """Buffer a user message for ``gateway_id``; returns its bufferId. It is sent at
         once to that gateway's session (unless it went idle) and replayed on every
         handshake until acknowledged."""
+        self.chats.saw_inbound(event, gateway_id)
         frame = self.buffer.add(gateway_id, lambda bid: InboundFrame(event, bid))
         self._deliver_now(gateway_id, frame)
         assert isinstance(frame, InboundFrame) and frame.buffer_id is not None
         return frame.buffer_id
+
+    def say(
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        user: str = "U1",
+        user_name: str | None = None,
+        platform: str | None = None,
+        scope_id: str | None = None,
+        gateway_id: str | None = None,
+    ) -> str:
+        """A user writes ``text`` in ``chat_id``: buffer the inbound event a platform
+        would produce (a fresh ``message_id``, the chat's known platform, tenant and
+        name); returns its bufferId. The platform defaults to the one the chat is known
+        on, else the first one the gateway said hello for, else ``"relay"``."""
+        chat = self.chats.chat(chat_id)
+        gateway = gateway_id or chat.gateway_id or self._latest_gateway()
+        source: JsonObject = {**chat.source, "chat_id": chat_id, "user_id": user}
+        source["platform"] = platform or chat.platform or self._first_platform(gateway)
+        source.setdefault("chat_type", "dm")
+        source["user_name"] = user_name or user
+        if scope_id is not None:
+            source["scope_id"] = scope_id
+        event: JsonObject = {
+            "text": text,
+            "message_type": "text",
+            "message_id": f"u{next(self._injected)}",
+            "source": source,
+        }
+        return self.buffer_inbound(event, gateway_id=gateway)
+
+    def press(
+        self, prompt_id: str, option_id: str, *, user: str = "U1", user_name: str | None = None
+    ) -> str:
+        """A user presses option ``option_id`` of the prompt ``prompt_id`` (one the
+        gateway sent with the ``prompt`` op). Like a real connector, this produces an
+        inbound ``prompt_response`` event whose text is ``/{option_id}`` (a command), for
+        older gateways; it is buffered for the gateway that sent the prompt and fanned
+        out live to that gateway's other sessions (its siblings must drop it). Returns
+        the bufferId. Raises ``LookupError`` for a prompt never sent and ``ValueError``
+        for an option it does not offer."""
+        shown = self.chats.prompts.get(prompt_id)
+        if shown is None:
+            known = ", ".join(self.chats.prompts) or "none"
+            raise LookupError(f"no prompt {prompt_id!r} was sent (known: {known})")
+        label = shown.label(option_id)
+        chat = self.chats.chat(shown.chat_id)
+        source: JsonObject = {**chat.source, "chat_id": shown.chat_id, "user_id": user}
+        source["platform"] = shown.platform or chat.platform or "relay"
+        source["user_name"] = user_name or user
+        response: JsonObject = {"prompt_id": prompt_id, "option_id": option_id, "label": label}
+        if shown.message_id is not None:
+            response["prompt_message_id"] = shown.message_id
+        event: JsonObject = {
+            "text": f"/{option_id}",
+            "message_type": "command",
+            "message_id": f"u{next(self._injected)}",
+            "source": source,
+            "prompt_response": response,
+        }
+        buffer_id = self.buffer_inbound(event, gateway_id=shown.gateway_id)
+        buffered_to = self._live_session(shown.gateway_id)
+        for session in self._handshaken:
+            sibling = session is not buffered_to and session.gateway_id == shown.gateway_id
+            if sibling and session.is_open and not session.idle:
+                session.send(InboundFrame(event))
+        return buffer_id
+
+    def _live_session(self, gateway_id: str) -> Session | None:
+        for session in reversed(self._handshaken):
+            if session.gateway_id == gateway_id and session.is_open:
+                return session
+        return None
+
+    def _latest_gateway(self) -> str:
+        for session in reversed(self._handshaken):
+            if session.is_open:
+                return session.gateway_id
+        return ANONYMOUS
+
+    def _first_platform(self, gateway_id: str) -> str:
+        session = self._live_session(gateway_id)
+        if session is not None and session.hellos:
+            return session.hellos[0].platform
+        return "relay"
 
     def buffer_passthrough(self, forward: JsonObject, *, gateway_id: str = ANONYMOUS) -> str:
         """Like :meth:`buffer_inbound`, for a ``passthrough_forward``."""
@@ -151,11 +249,9 @@ class ConnectorProtocol:
     def _deliver_now(self, gateway_id: str, frame: Frame) -> None:
         # Only to a handshaken session: one still handshaking gets it from the replay,
         # and sending it here too would deliver it twice on the same connection.
-        for session in reversed(self._handshaken):
-            if session.gateway_id == gateway_id and session.is_open:
-                if not session.idle:
-                    session.send(frame)
-                return
+        session = self._live_session(gateway_id)
+        if session is not None and not session.idle:
+            session.send(frame)
 
     # --- frames -----------------------------------------------------------------------
 
@@ -178,6 +274,8 @@ class ConnectorProtocol:
                 self.rejected.append(item)
                 logger.warning("%r: rejected frame: %s (%r)", session, item.reason, item.sample)
                 continue
+            if session.observer is not None:
+                session.observer(session, "in", item)
             if self.record:
                 self.received.append(item)
             self._dispatch[type(item)](session, item)
@@ -187,6 +285,7 @@ class ConnectorProtocol:
         session.hellos.append(frame)
         descriptor = default_descriptor(frame.platform)
         descriptor.update(self.descriptors.get(frame.platform, {}))
+        session.descriptors[frame.platform] = descriptor
         session.send(DescriptorFrame(descriptor))
         if not session.handshaken:
             session.handshaken = True
@@ -199,11 +298,57 @@ class ConnectorProtocol:
         self.outbound_count += 1
         if self.record:
             self.outbound.append(frame)
-        if self.outbound_handler is None:
-            result = {"success": True, "message_id": f"m{self.outbound_count}"}
-            self.results.route(session, OutboundResult(frame.request_id, result))
+        refusal = self._refusal(session, frame) if self.options.validate else None
+        if refusal is not None:
+            logger.info("%r: refused %s: %s", session, frame.request_id, refusal.error)
+            self._answer(session, frame, refusal.result())
+        elif self.outbound_handler is None:
+            self._answer(session, frame, self._carry_out(frame.action))
         else:
             session.start_soon(self._run_handler, self.outbound_handler, session, frame)
+
+    def _refusal(self, session: Session, frame: Outbound) -> ActionRefusal | None:
+        """Why the connector refuses ``frame``, as a real one would: a platform this
+        connection never said hello for, an op that platform does not support, a
+        malformed action, or a reply that does not name its chat's tenant."""
+        platform = frame.platform
+        if platform is None and session.hellos:
+            platform = session.hellos[0].platform
+        if frame.platform is not None and frame.platform not in session.descriptors:
+            return ActionRefusal(
+                "unknown_platform",
+                f"platform {frame.platform!r} was not announced with a hello on this "
+                "connection",
+            )
+        descriptor = session.descriptors.get(platform) if platform is not None else None
+        refusal = check_action(frame.action, _supported_ops(descriptor))
+        if refusal is not None:
+            return refusal
+        if OP_TABLE[frame.action["op"]].chat_addressed:
+            declined = self.chats.declined_scope(frame.action)
+            if declined is not None:
+                return ActionRefusal("egress_declined", declined)
+        return None
+
+    def _carry_out(self, action: Mapping[str, Any]) -> JsonObject:
+        """The connector's own answer to a valid action: what a platform would return."""
+        spec = OP_TABLE.get(action["op"])
+        kind = spec.result if spec is not None else "message_id"
+        if kind == "plain":
+            return {"success": True}
+        if kind == "thread_id":
+            return {"success": True, "thread_id": f"t{self.outbound_count}"}
+        if kind == "chat_info":
+            chat = self.chats.chat(str(action["chat_id"]))
+            name = chat.source.get("chat_name") or chat.chat_id
+            kind_of_chat = chat.source.get("chat_type") or "dm"
+            return {"success": True, "chat_info": {"name": name, "type": kind_of_chat}}
+        return {"success": True, "message_id": f"m{self.outbound_count}"}
+
+    def _answer(self, session: Session, frame: Outbound, result: JsonObject) -> None:
+        if result.get("success") is True:
+            self.chats.carried_out(frame.action, result, session.gateway_id)
+        self.results.route(session, OutboundResult(frame.request_id, result))
 
     async def _run_handler(
         self, handler: OutboundHandler, session: Session, frame: Outbound
@@ -215,7 +360,7 @@ class ConnectorProtocol:
             logger.exception("outbound handler failed for %s", frame.request_id)
             result = {"success": False, "error": f"connector handler failed: {exc!r}"}
         if result is not None:
-            self.results.route(session, OutboundResult(frame.request_id, result))
+            self._answer(session, frame, result)
 
     def _on_ack(self, session: Session, frame: InboundAck) -> None:
         self.acks.append(frame.buffer_id)
@@ -227,3 +372,12 @@ class ConnectorProtocol:
 
     def _on_interrupt(self, session: Session, frame: Interrupt) -> None:
         pass  # fire-and-forget; ``received`` has it
+
+
+def _supported_ops(descriptor: JsonObject | None) -> frozenset[str]:
+    if descriptor is None:
+        return LEGACY_OPS
+    try:
+        return Descriptor.from_wire(descriptor).effective_ops
+    except FrameError:
+        return LEGACY_OPS

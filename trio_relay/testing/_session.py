@@ -20,7 +20,7 @@ import ssl
 import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import trio
 from trio_websocket import (
@@ -139,6 +139,8 @@ class _TrackedLine:
 
 Admit = Callable[["Session", WebSocketRequest], Admission]
 OnPayload = Callable[["Session", "str | bytes"], None]
+FrameObserver = Callable[["Session", Literal["in", "out"], Frame], None]
+"""Called for every frame a session receives (``"in"``) or queues to send (``"out"``)."""
 
 
 class Session:
@@ -158,6 +160,7 @@ class Session:
         max_message_bytes: int,
         max_queued_frames: int,
         tls: ssl.SSLContext | None = None,
+        observer: FrameObserver | None = None,
     ) -> None:
         self.index = index
         self.stream = stream
@@ -168,6 +171,9 @@ class Session:
         self.close_reason: str | None = None
         self.refused: str | None = None
         self.hellos: list[Hello] = []
+        self.descriptors: dict[str, dict[str, Any]] = {}
+        """platform -> the descriptor this session was sent for it."""
+        self.observer = observer
         self.handshaken = False
         """True once the session got its first descriptor."""
         self.idle = False
@@ -214,6 +220,8 @@ class Session:
 
     def send(self, frame: Frame) -> None:
         """Queue ``frame`` for the writer task (batched with whatever else is queued)."""
+        if self.observer is not None:
+            self.observer(self, "out", frame)
         if not self.outbox.put(Line(encode_frame(frame))):
             logger.warning("%r: outbox full, dropped a %s frame", self, frame.TYPE)
 
@@ -221,6 +229,8 @@ class Session:
         """Queue ``frame`` and return once it was handed to the socket, or the session
         ended (a live frame on a dying session is lost, as on a real connector)."""
         item = _TrackedLine(encode_frame(frame))
+        if self.observer is not None:
+            self.observer(self, "out", frame)
         if self.closed.is_set() or not self.outbox.put(item):
             return
         self._tracked.add(item)

@@ -1,0 +1,77 @@
+"""The reference connector's options: one definition, shared by every entry point.
+
+:func:`~._connector.open_connector` and :func:`~._connector.serve_connector` take the
+same keywords; both get them from :class:`ConnectorOptions` through
+:func:`takes_options`, so a new option is added here, once, and both entry points (and
+their type signatures) have it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import ssl
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from .._core.frames import Outbound
+from ._session import FrameObserver, Session
+
+JsonObject = dict[str, Any]
+
+OutboundHandler = Callable[[Session, Outbound], Awaitable["JsonObject | None"]]
+"""``async (session, frame) -> result``; a ``None`` result sends no reply at all."""
+
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectorOptions:
+    """How a reference connector listens, authenticates and answers."""
+
+    secrets: dict[str, str] | None = None
+    """Gateway id -> secret: turns on upgrade authentication, checked against
+    ``clock()``. ``None`` accepts any upgrade as gateway ``"anonymous"``."""
+    descriptors: dict[str, JsonObject] | None = None
+    """Descriptor keys overriding the defaults, per platform (e.g. ``supported_ops``)."""
+    outbound_handler: OutboundHandler | None = None
+    """Answers valid ``outbound`` frames instead of the built-in answers."""
+    host: str = "127.0.0.1"
+    port: int = 0
+    """0 picks a free port."""
+    clock: Callable[[], float] = time.time
+    """Unix seconds, for checking token expiry."""
+    max_message_bytes: int = 1 << 20
+    record: bool = True
+    """Keep every frame, outbound and transcript; ``False`` keeps counts only (for
+    benchmarks that push millions of frames)."""
+    ssl_context: ssl.SSLContext | None = None
+    """A server-side TLS context holding the certificate: the URL becomes ``https://``."""
+    validate: bool = True
+    """Check every action against the op table and the chat's tenant before answering
+    it, as a real connector does; ``False`` answers anything (for tests of a gateway's
+    own checks)."""
+    on_frame: FrameObserver | None = None
+    """Sees every frame in both directions (the ``trio-relay connector`` frame log)."""
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+Opts = TypeVar("Opts", bound=ConnectorOptions)
+
+
+def takes_options(options: Callable[P, Opts]) -> Callable[[Callable[[Opts], T]], Callable[P, T]]:
+    """Give a function of one options object (:class:`ConnectorOptions` or a subclass)
+    the keywords of that class."""
+
+    def decorate(fn: Callable[[Opts], T]) -> Callable[P, T]:
+        @functools.wraps(fn)
+        def with_keywords(*args: P.args, **kwargs: P.kwargs) -> T:
+            return fn(options(*args, **kwargs))
+
+        # help() and IDEs show the options, not (*args, **kwargs).
+        with_keywords.__signature__ = inspect.signature(options)  # type: ignore[attr-defined]
+        return with_keywords
+
+    return decorate
