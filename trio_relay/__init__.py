@@ -10,8 +10,10 @@ from ._core.descriptor import Descriptor
 from ._core.errors import RelayClosed, RelayError, RelayRevoked
 from ._core.event import Media, MessageEvent, Source
 from ._core.keepalive import KeepaliveConfig
+from ._core.media import MediaError, MediaTooLarge
 from ._core.outcome import Outcome
 from ._core.passthrough import PassthroughForward
+from ._core.policy import RelevancePolicy
 from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.inbound import DeadLetter
@@ -24,6 +26,8 @@ __all__ = [
     "Identity",
     "KeepaliveConfig",
     "Media",
+    "MediaError",
+    "MediaTooLarge",
     "MessageEvent",
     "Outcome",
     "PassthroughForward",
@@ -33,6 +37,7 @@ __all__ = [
     "RelayError",
     "RelayRevoked",
     "RelayStats",
+    "RelevancePolicy",
     "Source",
     "State",
     "StreamStalled",

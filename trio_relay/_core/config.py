@@ -84,6 +84,16 @@ class RelayConfig:
     allow_insecure: bool = False
     """Allow plaintext ``ws://`` to a host that is not loopback (off: tokens would travel
     in the clear)."""
+    download_media: bool = False
+    """Download each inbound media URL the connector re-hosted (``{base}/relay/media/
+    {id}``, which expire after about an hour) on receipt, before ``on_message`` runs,
+    into a temporary directory the relay owns: ``event.media[i].path``, deleted when the
+    handler returns. A failed download is logged and leaves ``path`` as ``None``; the
+    message is delivered all the same."""
+    media_max_bytes: int = 25 * 1024 * 1024
+    """Size cap of ``relay.media`` uploads and downloads (the connector's is 25 MB)."""
+    media_stall_timeout: float = 30.0
+    """A media transfer that moves no byte for this long is abandoned."""
 
     def __post_init__(self) -> None:
         positive = (
@@ -101,6 +111,8 @@ class RelayConfig:
             "max_inbound_queue",
             "max_delivery_attempts",
             "dedupe_size",
+            "media_max_bytes",
+            "media_stall_timeout",
         )
         for name in positive:
             value = getattr(self, name)

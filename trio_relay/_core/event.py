@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .enrichments import ContextMessage, PromptResponse, ReplyTo, context_from_wire
@@ -108,6 +109,9 @@ class Media:
     size: int | None = None
     filename: str | None = None
     caption: str | None = None
+    path: Path | None = None
+    """Where the relay downloaded it (``RelayConfig(download_media=True)``), valid while
+    the handler runs; ``None`` when not downloaded (not re-hosted, or it failed)."""
 
     @classmethod
     def from_wire(cls, obj: object) -> Media | None:

@@ -32,12 +32,15 @@ from .._core.config import Identity, RelayConfig, UpgradeAuth
 from .._core.descriptor import Descriptor
 from .._core.errors import RelayClosed, RelayRevoked
 from .._core.frames import FrameError, InboundAck, Interrupt
+from .._core.media import ConnectorRoutes
 from .._core.outcome import Outcome
+from .._core.policy import RelevancePolicy
 from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.token import mint_token
 from .._core.url import normalize_url
 from .connection import Connection
+from .connector_http import ConnectorHttp
 from .dial import Endpoint
 from .inbound import (
     DeadLetterHandler,
@@ -46,6 +49,8 @@ from .inbound import (
     MessageHandler,
     PassthroughHandler,
 )
+from .media import RelayMedia, with_media_downloads
+from .policy import declare_policy
 from .serve import ConnectionHooks, serve_connection
 
 logger = logging.getLogger("trio_relay")
@@ -57,6 +62,10 @@ class Relay:
     ``state``, ``descriptors`` and ``stats`` are live views. ``request`` is safe to
     call from any task, including inbound handlers.
     """
+
+    media: RelayMedia
+    """Media upload and download over the connector's HTTP routes (``upload()`` returns
+    the ``source_url`` of a ``send_media`` action)."""
 
     def __init__(
         self,
@@ -434,6 +443,7 @@ async def open_relay(
     on_passthrough: PassthroughHandler | None = None,
     on_dead_letter: DeadLetterHandler | None = None,
     config: RelayConfig | None = None,
+    policy: RelevancePolicy | None = None,
 ) -> AsyncIterator[Relay]:
     """Open a relay to the connector at ``url`` for the duration of the block.
 
@@ -442,6 +452,10 @@ async def open_relay(
     requests for at most ``config.drain_timeout`` seconds, closes the socket with 1000 and
     cancels everything else: no task outlives it. An exception raised in the block comes
     out as itself, not wrapped in an exception group.
+
+    ``policy`` (a :class:`RelevancePolicy`) is declared to the connector once, after
+    the first handshake (``POST /relay/policy``); a failure is logged as a warning and
+    the relay runs on; an all-default policy is not sent.
     """
     config = config or RelayConfig()
     stats = RelayStats()
@@ -449,6 +463,16 @@ async def open_relay(
 
     def send_ack(buffer_id: str) -> bool:
         return relay is not None and relay._send_ack(buffer_id)
+
+    # The connector's HTTP routes (media, policy), minting a fresh token per request.
+    routes_http = ConnectorHttp(
+        ConnectorRoutes.from_relay_url(url),
+        lambda: relay._mint() if relay is not None else None,
+        config,
+    )
+    media = RelayMedia(routes_http, config)
+    if config.download_media and on_message is not None:
+        on_message = with_media_downloads(on_message, media)
 
     pipeline = InboundPipeline(
         config=config,
@@ -467,6 +491,7 @@ async def open_relay(
         pipeline=pipeline,
         stats=stats,
     )
+    relay.media = media
     try:
         async with trio.open_nursery() as nursery:
             # Our tasks are shielded from a cancellation of the caller's scope until
@@ -479,12 +504,16 @@ async def open_relay(
 
             nursery.start_soon(shielded, shields[0], pipeline.run)
             nursery.start_soon(shielded, shields[1], relay._supervise)
+            if policy is not None:
+                nursery.start_soon(declare_policy, relay, routes_http, policy)
             try:
                 yield relay
             finally:
                 with trio.CancelScope(shield=True):
                     with trio.move_on_after(config.drain_timeout + config.close_timeout + 1):
                         await relay._shutdown()
+                    with trio.move_on_after(config.close_timeout):
+                        await routes_http.aclose()
                 for scope in shields:
                     scope.cancel()
                 nursery.cancel_scope.cancel()

@@ -28,6 +28,7 @@ import trio
 from wsproto.utilities import LocalProtocolError
 
 from .._core.frames import InboundFrame, InterruptInbound
+from ._http_routes import HttpRoutes
 from ._options import ConnectorOptions, takes_options
 from ._protocol import ConnectorProtocol, JsonObject
 from ._session import CLOSE_TIMEOUT, Session
@@ -56,6 +57,10 @@ class ReferenceConnector(ConnectorProtocol):
         self.ssl_context = options.ssl_context
         """Server-side TLS for every session (``https``/``wss`` URLs) when set."""
         self.kills: list[float] = []
+        self.routes = HttpRoutes(
+            secrets=options.secrets, clock=options.clock, base_url=lambda: self.url
+        )
+        """The HTTP routes on the same port (media, policy): records and faults."""
         self._live: set[Session] = set()  # every TCP connection being served, any stage
         self._listen_scope: trio.CancelScope | None = None
         self._listening_done = trio.Event()
@@ -235,6 +240,7 @@ class ReferenceConnector(ConnectorProtocol):
             max_queued_frames=MAX_QUEUED_FRAMES,
             tls=self.ssl_context,
             observer=self.options.on_frame,
+            http_routes=self.routes,
         )
         self._live.add(session)
         try:

@@ -33,6 +33,7 @@ from trio_websocket import (
 from .._core.codec import FrameDecoder, encode_frame
 from .._core.frames import GATEWAY_FRAMES, Frame, Hello
 from .._trio.outbox import Line, Outbox
+from ._http_routes import HttpRoutes
 
 logger = logging.getLogger("trio_relay.testing.connector")
 
@@ -61,6 +62,7 @@ class GatedStream(trio.abc.Stream):
     def __init__(self, inner: trio.abc.Stream) -> None:
         self.inner = inner
         self.is_open = True
+        self._unread = b""
         self._lot = trio.lowlevel.ParkingLot()
         self.finished = trio.Event()
         """Set once the underlying stream ended (EOF, error, or closed by anyone)."""
@@ -88,8 +90,17 @@ class GatedStream(trio.abc.Stream):
         await self._pass()
         await self.inner.wait_send_all_might_not_block()
 
+    def unread(self, data: bytes) -> None:
+        """Put ``data`` back: the next receive returns it first (the HTTP routes read a
+        request head before deciding it is the WebSocket server's)."""
+        self._unread = data + self._unread
+
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
         await self._pass()
+        if self._unread:
+            size = len(self._unread) if max_bytes is None else max_bytes
+            held, self._unread = self._unread[:size], self._unread[size:]
+            return held
         try:
             data = await self.inner.receive_some(max_bytes)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -161,8 +172,10 @@ class Session:
         max_queued_frames: int,
         tls: ssl.SSLContext | None = None,
         observer: FrameObserver | None = None,
+        http_routes: HttpRoutes | None = None,
     ) -> None:
         self.index = index
+        self._http_routes = http_routes
         self.stream = stream
         self.gateway_id = ANONYMOUS
         self.ws: WebSocketConnection | None = None
@@ -300,6 +313,10 @@ class Session:
                 if self._end.is_set():  # stopped before it even started
                     nursery.cancel_scope.cancel()
                 nursery.start_soon(self._watch_stream)
+                if self._http_routes is not None and await self._http_routes.serve(self._gate):
+                    # A plain HTTP connection to the connector's routes, served whole.
+                    nursery.cancel_scope.cancel()
+                    return
                 request = await wrap_server_stream(
                     nursery,
                     self._gate,

@@ -1,0 +1,93 @@
+"""The relevance policy: declared once per start to the reference connector's
+``POST /relay/policy``, with the bearer token; fail-soft."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import trio
+from relay_support import SEND
+
+import trio_relay
+from trio_relay import RelevancePolicy, State, UpgradeAuth
+from trio_relay._core.config import RelayConfig
+from trio_relay._core.media import ConnectorRoutes
+from trio_relay._trio.connector_http import ConnectorHttp
+from trio_relay._trio.policy import declare_policy
+from trio_relay.testing import open_connector
+
+SECRET = "policy-secret-value"
+AUTH = UpgradeAuth("gw", SECRET)
+POLICY = RelevancePolicy("slack", require_address=True, free_response_scopes=["C9"])
+
+
+async def test_declared_once_after_the_handshake_with_the_bearer() -> None:
+    async with open_connector(secrets={"gw": SECRET}) as connector:
+        async with trio_relay.open_relay(connector.url, auth=AUTH, policy=POLICY) as relay:
+            with trio.fail_after(10):
+                await connector.routes.wait_policies(1)
+            # A redial is not a new start: the policy is not sent again.
+            await connector.abort()
+            await connector.wait_session(2)
+            await relay.wait_connected(timeout=10)
+            assert (await relay.request(SEND)).success
+        assert connector.routes.policies == [("gw", {
+            "platform": "slack", "requireAddress": True,
+            "freeResponseScopes": ["C9"], "allowOtherBots": False,
+        })]  # fmt: skip
+        [request] = connector.routes.requests
+        assert (request.path, request.had_bearer, request.gateway_id) == (
+            "/relay/policy", True, "gw"
+        )
+
+
+async def test_a_refused_policy_is_a_warning_and_the_relay_runs_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with open_connector(secrets={"gw": SECRET}) as connector:
+        connector.routes.fail_next(403)
+        with caplog.at_level(logging.WARNING, logger="trio_relay"):
+            async with trio_relay.open_relay(connector.url, auth=AUTH, policy=POLICY) as relay:
+                await relay.wait_connected(timeout=10)
+                with trio.fail_after(10):
+                    await connector.routes.wait_requests(1)
+                assert (await relay.request(SEND)).success
+                assert relay.state is State.CONNECTED
+    assert connector.routes.policies == []
+    assert "relevance policy for slack refused with HTTP 403" in caplog.text
+    assert SECRET not in caplog.text
+
+
+async def test_a_server_error_is_retried() -> None:
+    async with open_connector(secrets={"gw": SECRET}) as connector:
+        connector.routes.fail_next(503)
+        async with trio_relay.open_relay(connector.url, auth=AUTH, policy=POLICY):
+            with trio.fail_after(10):
+                await connector.routes.wait_policies(1)
+    assert [r.status for r in connector.routes.requests] == [503, 204]
+
+
+class NeverConnects:
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        raise AssertionError("an all-default policy must not even wait for a connection")
+
+
+async def test_an_all_default_policy_is_not_sent() -> None:
+    async with open_connector() as connector:
+        http = ConnectorHttp(ConnectorRoutes.from_relay_url(connector.url), lambda: None,
+                             RelayConfig())  # fmt: skip
+        try:
+            sent = await declare_policy(NeverConnects(), http, RelevancePolicy("slack"))
+        finally:
+            await http.aclose()
+    assert sent is False
+    assert connector.routes.requests == []
+
+
+async def test_closed_before_connecting_sends_nothing() -> None:
+    async with open_connector() as connector:
+        port = connector.port
+    # Nothing listens any more: the relay never connects, and leaves quietly.
+    async with trio_relay.open_relay(f"http://127.0.0.1:{port}", policy=POLICY):
+        await trio.sleep(0)
