@@ -10,6 +10,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -100,6 +101,13 @@ async def test_async_openai_stall_is_caught(provider: ProviderServer) -> None:
 def test_blocking_openai_stall_is_caught(provider: ProviderServer) -> None:
     with pytest.raises(StreamStalled):
         openai_example.ask_blocking("hi", model="stall", stall_seconds=0.5)
+    # The guard's reader thread was blocked on the stalled socket; shutting the socket
+    # down ended it, while the provider still holds the connection open.
+    for thread in threading.enumerate():
+        if thread.name == "trio_relay sync_stall_timeout":
+            thread.join(timeout=10)
+            assert not thread.is_alive()
+    assert not provider.stopping.is_set()
 
 
 async def test_async_anthropic_stall_is_caught(provider: ProviderServer) -> None:

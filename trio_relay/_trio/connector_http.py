@@ -73,9 +73,7 @@ class ConnectorHttp:
 
     def _headers(self, url: str, extra: dict[str, str] | None) -> dict[str, str]:
         headers = dict(extra or {})
-        if url.startswith(self.routes.base + "/relay/") and (
-            url in (self.routes.media, self.routes.policy) or self.routes.is_own_media(url)
-        ):
+        if url in (self.routes.media, self.routes.policy) or self.routes.is_own_media(url):
             token = self._mint()
             if token is not None:
                 headers["authorization"] = f"Bearer {token}"
