@@ -30,6 +30,21 @@ async def main():
 trio.run(main)
 """
 
+UPLOAD_MEDIA = BLOCK_HTTP + """
+import trio, trio_relay
+from trio_relay.testing import open_connector
+
+async def main():
+    async with open_connector() as connector:
+        async with trio_relay.open_relay(connector.url) as relay:
+            try:
+                await relay.media.upload(b"x", "text/plain")
+            except trio_relay.MediaError as exc:
+                print(exc)
+
+trio.run(main)
+"""
+
 ASK_FOR_A_CLIENT = BLOCK_HTTP + """
 import trio_relay.http
 try:
@@ -55,3 +70,7 @@ def test_an_http_client_without_httpx2_names_the_extra() -> None:
     message = _run(ASK_FOR_A_CLIENT)
     assert "pip install 'trio_relay[httpx2]'" in message
     assert "trio_relay.http.httpx1.llm_client" in message
+
+
+def test_media_without_httpx2_names_the_extra() -> None:
+    assert "pip install 'trio_relay[httpx2]'" in _run(UPLOAD_MEDIA)

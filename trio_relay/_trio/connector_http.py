@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
 
@@ -48,8 +49,7 @@ class ConnectorHttp:
 
     def _http(self) -> httpx2.AsyncClient:
         if self._client is None:
-            import httpx2
-
+            httpx2 = _import_httpx2()
             from ..http import keepalive_client
 
             config = self._config
@@ -91,7 +91,7 @@ class ConnectorHttp:
         """Send with retries; return the (streaming) final response, which the caller
         closes. Redirects of a GET are followed without the bearer token. Raises
         ``httpx2.TransportError`` once every attempt failed."""
-        import httpx2
+        httpx2 = _import_httpx2()
 
         hops = 0
         bearer_allowed = True
@@ -125,3 +125,14 @@ class ConnectorHttp:
             await trio.sleep(delay)
             delay *= 2
             attempt += 1
+
+
+def _import_httpx2() -> ModuleType:
+    try:
+        import httpx2
+    except ImportError:
+        raise ImportError(
+            "relay.media and open_relay(policy=...) call the connector over HTTP with "
+            "httpx2, which is not installed: pip install 'trio_relay[httpx2]'"
+        ) from None
+    return httpx2
