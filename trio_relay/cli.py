@@ -5,12 +5,15 @@
     trio-relay bench [NAME|all] [--quick] [-n N] [--json PATH] [--plot PATH.png]
                      [--markdown PATH.md]
     trio-relay connector [--host HOST] [--port PORT] [--gateway-id ID] [--secret S]
+                         [--no-auth] [--script FILE [--timeout SECONDS]] [--quiet]
     trio-relay probe URL [--gateway-id ID] [--secret S] [--timeout SECONDS]
 
 ``bench`` needs the ``bench`` extra (the asyncio baseline uses ``websockets``) and
 ``--plot`` the ``plot`` extra (matplotlib). ``probe`` prints no secret, ever; it reads the
 secret from ``--secret`` or, better (command lines are visible to other users), from the
-``TRIO_RELAY_SECRET`` environment variable.
+``TRIO_RELAY_SECRET`` environment variable. ``connector`` prints every frame and reads
+user messages from standard input (``C1> hello``); ``--script FILE`` replays a
+conversation. Every command ends on Ctrl-C with one line and exit status 130.
 """
 
 from __future__ import annotations
@@ -65,9 +68,6 @@ def _bench(args: argparse.Namespace) -> int:
             markdown_path=args.markdown,
             pin=args.pin,
         )
-    except KeyboardInterrupt:
-        print("\ntrio-relay bench: interrupted", file=sys.stderr)
-        return 130
     except Exception as exc:
         if type(exc).__name__ == "PlotUnavailable":
             print(f"trio-relay bench: {exc}", file=sys.stderr)
@@ -81,27 +81,14 @@ def _bench(args: argparse.Namespace) -> int:
 # --- connector ------------------------------------------------------------------------
 
 
-async def _serve_connector(
-    host: str, port: int, gateway_id: str | None, secret: str | None, out: TextIO
-) -> None:
-    from .testing import open_connector
+def _ops(spec: str) -> list[str]:
+    from .testing._ops import OP_TABLE
 
-    credentials = {gateway_id: secret} if gateway_id and secret else None
-    async with open_connector(host=host, port=port, secrets=credentials, record=False) as c:
-        print(f"url: {c.url}", file=out)
-        print(f"websocket: {c.ws_url}", file=out)
-        if credentials is None:
-            print("auth: none (any gateway may connect)", file=out)
-            print(f"try: trio-relay probe {c.url}", file=out)
-        else:
-            print(f"gateway id: {gateway_id}", file=out)
-            print(f"secret: {secret}", file=out)
-            print(
-                f"try: {SECRET_ENV}=<secret> trio-relay probe {c.url} --gateway-id {gateway_id}",
-                file=out,
-            )
-        print("serving; Ctrl-C to stop", file=out, flush=True)
-        await c.serve_forever()
+    if spec == "all":
+        return list(OP_TABLE)
+    if spec == "legacy":
+        return []  # no supported_ops: the legacy set
+    return [op.strip() for op in spec.split(",") if op.strip()]
 
 
 def _connector(args: argparse.Namespace) -> int:
@@ -113,18 +100,36 @@ def _connector(args: argparse.Namespace) -> int:
         if ":" in gateway_id:
             print("trio-relay connector: --gateway-id must not contain ':'", file=sys.stderr)
             return 2
+    script: list[str] | None = None
+    if args.script is not None:
+        try:
+            with open(args.script, encoding="utf-8") as file:
+                script = file.read().splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"trio-relay connector: cannot read the script: {exc}", file=sys.stderr)
+            return 2
     try:
-        trio.run(_serve_connector, args.host, args.port, gateway_id, secret, sys.stdout)
-    except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
-        return 0
+        from .testing._console import serve_console
+
+        credentials = {gateway_id: secret} if gateway_id and secret else None
+        return trio.run(
+            lambda: serve_console(
+                args.host,
+                args.port,
+                credentials,
+                ops=_ops(args.ops),
+                script=script,
+                timeout=args.timeout,
+                show_frames=not args.quiet,
+                out=sys.stdout,
+            )
+        )
     except OSError as exc:
         print(
             f"trio-relay connector: cannot listen on {args.host}:{args.port}: {exc}",
             file=sys.stderr,
         )
         return 1
-    return 0
 
 
 # --- probe ----------------------------------------------------------------------------
@@ -267,8 +272,6 @@ def _probe_command(args: argparse.Namespace) -> int:
                 out=sys.stdout,
             )
         )
-    except KeyboardInterrupt:
-        return 130
     except (ProbeFailed, ValueError, TypeError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
         if secret:
@@ -350,15 +353,38 @@ def _parser() -> argparse.ArgumentParser:
 
     connector = sub.add_parser(
         "connector",
-        help="serve the reference connector",
+        help="serve the reference connector; write as its users from the terminal",
         description="Serve the reference connector (trio_relay.testing) until Ctrl-C, "
-        "printing its URL and the test credentials a gateway needs.",
+        "printing its URL, the test credentials a gateway needs, and every frame in one "
+        "line. Lines on standard input act as the users: 'C1> hello' writes hello in chat "
+        "C1, 'press C1 yes' presses option yes of the latest prompt in C1, 'transcript "
+        "C1' prints the chat, 'help' lists the rest.",
     )
     connector.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
     connector.add_argument("--port", type=int, default=0, help="default 0: any free port")
     connector.add_argument("--gateway-id", help=f"default {DEFAULT_GATEWAY_ID}")
     connector.add_argument("--secret", help=f"default ${SECRET_ENV}, else a random one")
     connector.add_argument("--no-auth", action="store_true", help="accept any gateway")
+    connector.add_argument(
+        "--script",
+        metavar="FILE",
+        help="replay the lines of FILE as the users (waiting for the gateway, then for the "
+        "end of each turn), print the transcripts and exit: 0 if every turn ended",
+    )
+    connector.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        help="with --script: seconds to wait for the gateway and for each turn (default 30)",
+    )
+    connector.add_argument(
+        "--ops",
+        default="all",
+        metavar="all|legacy|OP,OP",
+        help="the supported_ops every descriptor advertises (default all: every op of the "
+        "protocol, prompts included; legacy: send, edit, typing, follow_up)",
+    )
+    connector.add_argument("--quiet", action="store_true", help="do not print the frames")
     connector.set_defaults(func=_connector)
 
     probe = sub.add_parser(
@@ -394,7 +420,34 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``trio-relay`` command; returns its exit status. Ctrl-C ends every
+    command the same way: one line on standard error and status 130."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(args_list)
+    except BaseException as exc:
+        if not _is_interrupt(exc):
+            raise
+        named = args_list and not args_list[0].startswith("-")
+        program = f"trio-relay {args_list[0]}" if named else "trio-relay"
+        print(f"{program}: interrupted", file=sys.stderr)
+        return INTERRUPTED
+
+
+INTERRUPTED = 130
+"""The exit status of a command ended by Ctrl-C (128 + SIGINT), as shells report it."""
+
+
+def _is_interrupt(exc: BaseException) -> bool:
+    # Ctrl-C may reach a task inside a nursery, which wraps it in a group (with the
+    # Cancelled of its siblings): still an interrupt, never a traceback.
+    if isinstance(exc, BaseExceptionGroup):
+        interrupts, rest = exc.split(KeyboardInterrupt)
+        return interrupts is not None and (rest is None or rest.split(trio.Cancelled)[1] is None)
+    return isinstance(exc, KeyboardInterrupt)
+
+
+def _run(args_list: list[str]) -> int:
     if args_list[:1] == ["soak"]:
         return _soak(args_list[1:])
     parser = _parser()

@@ -97,6 +97,7 @@ def _read_banner(process: subprocess.Popen[str], timeout: float = 20) -> Served:
 def connector() -> Iterator[Served]:
     process = subprocess.Popen(
         [*PYTHON_CLI, "connector", "--port", "0", "--gateway-id", "gw-test"],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -120,6 +120,13 @@ class ChatBook:
             known = self.chats[chat_id] = Chat(chat_id)
         return known
 
+    def latest_prompt(self, chat_id: str) -> PromptShown | None:
+        """The prompt shown last in ``chat_id``, if any."""
+        for shown in reversed(self.prompts.values()):
+            if shown.chat_id == chat_id:
+                return shown
+        return None
+
     def transcript(self, chat_id: str) -> list[TranscriptEntry]:
         known = self.chats.get(chat_id)
         return list(known.transcript) if known is not None else []

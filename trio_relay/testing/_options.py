@@ -34,7 +34,8 @@ class ConnectorOptions:
     """Gateway id -> secret: turns on upgrade authentication, checked against
     ``clock()``. ``None`` accepts any upgrade as gateway ``"anonymous"``."""
     descriptors: dict[str, JsonObject] | None = None
-    """Descriptor keys overriding the defaults, per platform (e.g. ``supported_ops``)."""
+    """Descriptor keys overriding the defaults, per platform (e.g. ``supported_ops``);
+    the key ``"*"`` applies to every platform, below the platform's own."""
     outbound_handler: OutboundHandler | None = None
     """Answers valid ``outbound`` frames instead of the built-in answers."""
     host: str = "127.0.0.1"

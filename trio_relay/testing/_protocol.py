@@ -45,6 +45,9 @@ from ._session import ANONYMOUS, Admission, Session
 
 logger = logging.getLogger("trio_relay.testing.connector")
 
+ANY_PLATFORM = "*"
+"""The ``descriptors`` key whose overrides apply to every platform."""
+
 __all__ = ["ConnectorProtocol", "JsonObject", "OutboundHandler", "default_descriptor"]
 
 
@@ -74,7 +77,8 @@ class ConnectorProtocol:
     def __init__(self, options: ConnectorOptions) -> None:
         self.options = options
         self.descriptors: dict[str, JsonObject] = dict(options.descriptors or {})
-        """platform -> descriptor keys overriding the defaults; may be changed live."""
+        """platform -> descriptor keys overriding the defaults (``"*"``: every platform's,
+        under its own); may be changed live."""
         self.outbound_handler = options.outbound_handler
         """Answers valid ``outbound`` frames when set; may be changed live."""
         self.record = options.record
@@ -284,6 +288,7 @@ class ConnectorProtocol:
     def _on_hello(self, session: Session, frame: Hello) -> None:
         session.hellos.append(frame)
         descriptor = default_descriptor(frame.platform)
+        descriptor.update(self.descriptors.get(ANY_PLATFORM, {}))
         descriptor.update(self.descriptors.get(frame.platform, {}))
         session.descriptors[frame.platform] = descriptor
         session.send(DescriptorFrame(descriptor))
