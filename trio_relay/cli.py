@@ -26,8 +26,8 @@ import secrets
 import sys
 import time
 import traceback
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TextIO, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import trio
@@ -40,6 +40,7 @@ from ._trio.relay import open_relay
 __all__ = ["main"]
 
 SECRET_ENV = "TRIO_RELAY_SECRET"
+T = TypeVar("T")
 DEFAULT_GATEWAY_ID = "test-gateway"
 
 
@@ -112,7 +113,7 @@ def _connector(args: argparse.Namespace) -> int:
         from .testing._console import serve_console
 
         credentials = {gateway_id: secret} if gateway_id and secret else None
-        return trio.run(
+        return _run_trio(
             lambda: serve_console(
                 args.host,
                 args.port,
@@ -262,7 +263,7 @@ def _probe_command(args: argparse.Namespace) -> int:
                 raise ProbeFailed(f"--gateway-id needs a secret (--secret or ${SECRET_ENV})")
             auth = UpgradeAuth(args.gateway_id, secret)
         identities = [Identity(p, b) for p, _, b in (s.partition(":") for s in args.platform)]
-        trio.run(
+        _run_trio(
             lambda: _probe(
                 args.url,
                 auth=auth,
@@ -432,6 +433,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         program = f"trio-relay {args_list[0]}" if named else "trio-relay"
         print(f"{program}: interrupted", file=sys.stderr)
         return INTERRUPTED
+
+
+def _run_trio(fn: Callable[[], Awaitable[T]]) -> T:
+    # Ctrl-C is raised only where the main task waits: never half-way through a task's
+    # step, where it would leave a coroutine unawaited (a warning on stderr) or a
+    # structure half-updated.
+    return trio.run(fn, restrict_keyboard_interrupt_to_checkpoints=True)
 
 
 INTERRUPTED = 130
