@@ -330,3 +330,29 @@ async def test_plain_transport_with_socket_options_loses_them_through_a_proxy(
     ):
         assert keepalive_options(client_socket(response))["keepalive"] == 0
     assert len(seen) == 1
+
+
+def test_sync_client_through_a_proxy_carries_the_options(
+    family: Family, origin: str, proxy: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proxy_url, seen = proxy
+    monkeypatch.setenv("HTTP_PROXY", proxy_url)
+    with (
+        family.api.keepalive_sync_client(keepalive=CONFIG) as client,
+        client.stream("GET", f"{origin}/hello") as response,
+    ):
+        sock = client_socket(response)
+        assert sock.getpeername()[1] == urlsplit(proxy_url).port
+        assert keepalive_options(sock) == EXPECTED_OPTIONS
+        assert response.read() == b"hello -"
+    assert seen == [f"GET {origin}/hello"]
+
+
+async def test_transport_errors_are_the_familys_own(family: Family) -> None:
+    # SDKs retry on their httpx's ConnectError: httpcore's must be translated.
+    with trio.socket.socket() as probe:
+        await probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: connections are refused
+        async with family.api.keepalive_client(trust_env=False) as client:
+            with pytest.raises(family.httpx.ConnectError):
+                await client.get(f"http://127.0.0.1:{port}/")
