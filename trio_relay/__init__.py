@@ -6,6 +6,7 @@ whatever the network does. See README.md for the guarantees.
 """
 
 from ._core.config import Identity, RelayConfig, UpgradeAuth
+from ._core.dedupe_store import DedupeStore, MemoryDedupeStore
 from ._core.descriptor import Descriptor
 from ._core.errors import RelayClosed, RelayError, RelayRevoked
 from ._core.event import Media, MessageEvent, Source
@@ -16,18 +17,21 @@ from ._core.passthrough import PassthroughForward
 from ._core.policy import RelevancePolicy
 from ._core.state import State
 from ._core.stats import RelayStats
+from ._trio.dedupe_sqlite import SqliteDedupeStore
 from ._trio.inbound import DeadLetter
 from ._trio.relay import Relay, open_relay
 from .http._stall import StreamStalled
 
 __all__ = [
     "DeadLetter",
+    "DedupeStore",
     "Descriptor",
     "Identity",
     "KeepaliveConfig",
     "Media",
     "MediaError",
     "MediaTooLarge",
+    "MemoryDedupeStore",
     "MessageEvent",
     "Outcome",
     "PassthroughForward",
@@ -39,6 +43,7 @@ __all__ = [
     "RelayStats",
     "RelevancePolicy",
     "Source",
+    "SqliteDedupeStore",
     "State",
     "StreamStalled",
     "UpgradeAuth",

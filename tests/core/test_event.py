@@ -325,7 +325,9 @@ def test_dataclass_machinery() -> None:
         "context_error",
         "prompt_response",
         "raw",
+        "attempt",
     }
+    assert e.attempt == 1  # not a wire field: the pipeline sets it per run
     with pytest.raises(dataclasses.FrozenInstanceError):
         e.text = "x"  # type: ignore[misc]
     assert hash(e) == hash(MessageEvent.from_wire(FULL))

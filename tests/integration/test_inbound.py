@@ -210,20 +210,20 @@ async def test_missing_ids_fail_open(connector: ReferenceConnector) -> None:
             assert handled.keys == [None] * 4
 
 
-async def test_handler_raises_then_redelivery_is_handled(
+async def test_failed_handler_is_retried_in_the_same_session(
     connector: ReferenceConnector,
 ) -> None:
     handled = Handled()
     handled.fail = 1
     with trio.fail_after(DEADLINE):
         async with relay_to(connector, on_message=handled) as relay:
+            sessions = connector.handshakes
             bid = connector.buffer_inbound(event())
-            await eventually(lambda: relay.stats.handler_failures == 1)
-            assert connector.acks == [] and connector.pending() == [bid]
-            await reconnect(connector, relay)
-            await connector.wait_acks(1)
-            assert len(handled.events) == 2 and connector.pending() == []
-            assert relay.stats.delivered == 1
+            await connector.wait_acks(1)  # no reconnect needed
+            assert connector.handshakes == sessions and connector.pending() == []
+            assert [e.attempt for e in handled.events] == [1, 2]
+            assert (relay.stats.handler_failures, relay.stats.delivered) == (1, 1)
+            assert connector.acks == [bid]
 
 
 async def test_dead_letter_after_max_attempts(connector: ReferenceConnector) -> None:
@@ -240,11 +240,6 @@ async def test_dead_letter_after_max_attempts(connector: ReferenceConnector) -> 
             config={"max_delivery_attempts": 3},
         ) as relay:
             bid = connector.buffer_inbound(event())
-            await eventually(lambda: relay.stats.handler_failures == 1)
-            await reconnect(connector, relay)
-            await eventually(lambda: relay.stats.handler_failures == 2)
-            assert connector.acks == []  # failed twice: still the connector's to replay
-            await reconnect(connector, relay)
             await connector.wait_acks(1)
             assert connector.acks == [bid] and len(handled.events) == 3
             (letter,) = letters
@@ -254,6 +249,44 @@ async def test_dead_letter_after_max_attempts(connector: ReferenceConnector) -> 
             await reconnect(connector, relay)  # nothing left to replay
             await trio.sleep(0.05)
             assert len(handled.events) == 3
+
+
+# --- leaving the block while handlers run ----------------------------------------------
+
+
+async def test_leaving_gives_running_handlers_the_drain_timeout_and_acks_them(
+    connector: ReferenceConnector,
+) -> None:
+    finished = trio.Event()
+
+    async def slow(ev: MessageEvent) -> None:
+        await trio.sleep(0.2)
+        finished.set()
+
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=slow, config={"drain_timeout": 5.0}):
+            bid = connector.buffer_inbound(event())
+            await trio.sleep(0.05)  # running now
+        assert finished.is_set()
+        await connector.wait_acks(1)  # the ack went out before the socket closed
+        assert connector.acks == [bid] and connector.pending() == []
+
+
+async def test_a_handler_past_the_drain_timeout_is_cancelled_logged_and_redelivered(
+    connector: ReferenceConnector, caplog: pytest.LogCaptureFixture
+) -> None:
+    handled = Handled()
+    handled.gate = trio.Event()  # never set: outlives any drain
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled, config={"drain_timeout": 0.2}):
+            bid = connector.buffer_inbound(event(mid="long-turn"))
+            await handled.started.wait()
+        assert connector.acks == [] and connector.pending() == [bid]
+        assert "message_id=long-turn" in caplog.text and "not acked" in caplog.text
+        second = Handled()
+        async with relay_to(connector, on_message=second):  # the next run gets it
+            await connector.wait_acks(1)
+            assert second.keys == ["slack:C1:long-turn"]
 
 
 # --- durability -----------------------------------------------------------------------

@@ -10,6 +10,7 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Any
 
+from .dedupe_store import DedupeStore
 from .keepalive import KeepaliveConfig
 from .token import DEFAULT_TOKEN_TTL
 
@@ -57,6 +58,10 @@ class RelayConfig:
     - ``dormant_redial_delay``: the first redial after :meth:`Relay.go_dormant`.
     - ``drain_timeout``: how long leaving ``open_relay`` waits for in-flight requests.
     - ``close_timeout``: how long the WebSocket closing handshake may take.
+    - ``dedupe_size``: the least number of handled keys remembered (the pipeline keeps
+      at least ``max_inbound_queue + max_concurrent_handlers``, and every key whose
+      ack could not be sent yet).
+    - ``dedupe_path``: shortcut for ``dedupe_store=SqliteDedupeStore(dedupe_path)``.
     """
 
     ping_interval: float = 10.0
@@ -79,6 +84,11 @@ class RelayConfig:
     max_delivery_attempts: int = 5
     dedupe_size: int = 512
     dedupe_path: str | None = None
+    dedupe_store: DedupeStore | None = None
+    """Where handled deliveries are remembered beyond this relay's memory:
+    ``MemoryDedupeStore()`` (the default: a fresh one per relay), ``SqliteDedupeStore(path)``
+    (survives a restart on the same disk) or ``RedisDedupeStore(url)`` (shared by replicas
+    and hosts). Not together with ``dedupe_path``."""
     keepalive: KeepaliveConfig = field(default_factory=KeepaliveConfig)
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
     allow_insecure: bool = False
@@ -129,6 +139,11 @@ class RelayConfig:
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"RelayConfig.{name} must be >= 0, got {value!r}")
+        if self.dedupe_path is not None and self.dedupe_store is not None:
+            raise ValueError(
+                "RelayConfig: give dedupe_store or dedupe_path, not both "
+                "(dedupe_path=P is short for dedupe_store=SqliteDedupeStore(P))"
+            )
         if self.backoff_max < self.backoff_initial:
             raise ValueError("RelayConfig.backoff_max must be >= backoff_initial")
         if self.ping_timeout <= self.ping_interval:

@@ -17,10 +17,14 @@ Only committed keys are bounded (``capacity``, oldest evicted first): claimed ke
 bounded by the pipeline's own queue and concurrency limits, and evicting one would let a
 copy run concurrently with its original.
 
-:class:`AttemptCounter` counts how often a key's handler failed, so a delivery that can
-never succeed is given up on (dead-lettered) instead of being replayed forever.
+A committed key can be *pinned* (``commit(key, pinned=True)``): it is then never evicted
+until :meth:`DedupeSet.unpin`. The pipeline pins a handled delivery whose ack could not
+be sent (no connection): the connector still holds it and will replay it, so forgetting
+its key before the ack is out would run the handler again (a replay storm with lost acks
+did exactly that when the window was count-bounded only). Pinned keys do not count
+against ``capacity``; they are bounded by what the connector holds unacked.
 
-Sans-I/O: no Trio, no sockets, no files (the durable store is ``_dedupe_store.py``).
+Sans-I/O: no Trio, no sockets, no files (what backs this set is ``dedupe_store.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,18 @@ import enum
 from collections import OrderedDict
 from collections.abc import Iterable
 
-__all__ = ["AttemptCounter", "Claim", "DedupeSet"]
+__all__ = ["Claim", "DedupeSet", "dedupe_window"]
+
+
+def dedupe_window(dedupe_size: int, max_inbound_queue: int, max_concurrent_handlers: int) -> int:
+    """How many committed keys a pipeline keeps (besides pinned ones).
+
+    Never fewer than the pipeline can hold at once (queued plus running): a connector
+    replays *everything* unacked on each handshake, so a window smaller than one
+    replay's worth evicts, while handling it, the keys the next replay needs. With 512
+    keys against a queue of 1,000 that ran handlers up to 11 times per message.
+    """
+    return max(dedupe_size, max_inbound_queue + max_concurrent_handlers)
 
 
 class Claim(enum.Enum):
@@ -57,18 +72,23 @@ class DedupeSet:
         self._claimed: set[str] = set()
         # Insertion-ordered, so the first entry is the oldest: FIFO eviction.
         self._done: OrderedDict[str, None] = OrderedDict()
+        self._pinned: set[str] = set()  # committed, exempt from eviction until unpinned
 
     @property
     def capacity(self) -> int:
         return self._capacity
 
     def __len__(self) -> int:
-        """Committed keys held (claimed ones are not counted)."""
-        return len(self._done)
+        """Committed keys held, pinned ones included (claimed ones are not counted)."""
+        return len(self._done) + len(self._pinned)
 
     def __contains__(self, key: object) -> bool:
         """True if ``key`` is committed."""
-        return key in self._done
+        return key in self._done or key in self._pinned
+
+    @property
+    def pinned(self) -> frozenset[str]:
+        return frozenset(self._pinned)
 
     @property
     def claimed(self) -> frozenset[str]:
@@ -76,23 +96,41 @@ class DedupeSet:
 
     def claim(self, key: str) -> Claim:
         """Take ownership of ``key`` if it is neither claimed nor committed."""
-        if key in self._done:
+        if key in self._done or key in self._pinned:
             return Claim.DONE
         if key in self._claimed:
             return Claim.IN_PROGRESS
         self._claimed.add(key)
         return Claim.NEW
 
-    def commit(self, key: str) -> list[str]:
+    def commit(self, key: str, *, pinned: bool = False) -> list[str]:
         """Mark ``key`` handled; returns the committed keys evicted to make room.
 
         Committing an unclaimed key is allowed (it is how a durable store's keys are
         loaded). Committing a key again does not refresh its age: eviction order is
-        first-commit order, as the durable store keeps it.
+        first-commit order, as the durable store keeps it. ``pinned`` keeps the key
+        from eviction until :meth:`unpin` (pinning a committed key again is allowed).
         """
         self._claimed.discard(key)
+        if key in self._pinned:
+            return []
+        if pinned:
+            self._done.pop(key, None)
+            self._pinned.add(key)
+            return []
         if key in self._done:
             return []
+        return self._append(key)
+
+    def unpin(self, key: str) -> list[str]:
+        """Make a pinned key evictable again (as the newest); returns keys evicted.
+        Unpinning a key that is not pinned does nothing."""
+        if key not in self._pinned:
+            return []
+        self._pinned.discard(key)
+        return self._append(key)
+
+    def _append(self, key: str) -> list[str]:
         self._done[key] = None
         evicted: list[str] = []
         while len(self._done) > self._capacity:
@@ -106,39 +144,13 @@ class DedupeSet:
         Releasing a committed key does nothing (a commit is never undone)."""
         self._claimed.discard(key)
 
+    def adopt(self, other: DedupeSet) -> None:
+        """Take over ``other``'s claims and committed keys (to grow a shared set)."""
+        self._claimed |= other._claimed
+        self._pinned |= other._pinned
+        self.load(other._done)
+
     def load(self, keys: Iterable[str]) -> None:
         """Commit ``keys`` in order, oldest first (a durable store's contents)."""
         for key in keys:
             self.commit(key)
-
-
-class AttemptCounter:
-    """Failed attempts per key, for at most ``capacity`` keys (oldest forgotten first).
-
-    Forgetting a key only means its delivery gets a fresh budget of attempts, so the
-    bound trades a little precision under a flood of failing keys for bounded memory.
-    """
-
-    def __init__(self, capacity: int) -> None:
-        _check_capacity(capacity)
-        self._capacity = capacity
-        self._counts: OrderedDict[str, int] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._counts)
-
-    def get(self, key: str) -> int:
-        return self._counts.get(key, 0)
-
-    def record_failure(self, key: str) -> int:
-        """Count one more failed attempt of ``key``; returns the total so far."""
-        count = self._counts.pop(key, 0) + 1
-        # Re-inserted at the end: the most recently failing keys are kept longest.
-        self._counts[key] = count
-        while len(self._counts) > self._capacity:
-            self._counts.popitem(last=False)
-        return count
-
-    def forget(self, key: str) -> None:
-        """Drop the count (the key succeeded or was given up on)."""
-        self._counts.pop(key, None)

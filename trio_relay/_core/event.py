@@ -25,6 +25,7 @@ __all__ = [
     "Media",
     "MessageEvent",
     "Source",
+    "escape_key_part",
     "normalize_platform",
 ]
 
@@ -73,7 +74,8 @@ def _first_str(obj: dict[str, Any], *keys: str) -> str | None:
     return None
 
 
-def _key_part(value: str) -> str:
+def escape_key_part(value: str) -> str:
+    """One part of a dedupe key, ``:`` and ``%`` percent-escaped."""
     # Escaping ':' (and the escape character) keeps dedupe keys injective: without it
     # chat "a:b" + message "c" and chat "a" + message "b:c" would share a key.
     return value.replace("%", "%25").replace(":", "%3A")
@@ -193,6 +195,10 @@ class MessageEvent(_RawFields):
     context_error: bool = False
     prompt_response: PromptResponse | None = None
     raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
+    attempt: int = 1
+    """Which run of this delivery's handler this is: 1 for the first, 2 after one
+    failure (retried in the same session after a short backoff, or redelivered), up to
+    ``RelayConfig.max_delivery_attempts``. Not a wire field."""
 
     @classmethod
     def from_wire(cls, obj: object) -> MessageEvent:
@@ -240,4 +246,4 @@ class MessageEvent(_RawFields):
         chat_id = self.source.chat_id
         if not platform or not chat_id or not self.message_id:
             return None
-        return ":".join(map(_key_part, (platform, chat_id, self.message_id)))
+        return ":".join(map(escape_key_part, (platform, chat_id, self.message_id)))

@@ -36,3 +36,8 @@ class RelayStats:
     acks_sent: int = 0
     inbound_dropped: int = 0
     queue_depth: int = 0
+    # dedupe store (RelayConfig.dedupe_store)
+    dedupe_store_outages: int = 0
+    """Times the dedupe store became unreachable or too slow (one per outage)."""
+    dedupe_store_fail_open: int = 0
+    """Deliveries run without the store's answer during an outage (a repeat beats a loss)."""

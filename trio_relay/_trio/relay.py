@@ -417,9 +417,14 @@ class Relay:
     async def _shutdown(self) -> None:
         self._closing = True
         conn = self._conn or self._newest  # one still in its handshake is closed too
+        # Requests and running handlers share one drain bound; a handler's ack needs
+        # the socket, so the drain comes before the close.
+        with trio.move_on_after(self._config.drain_timeout):
+            async with trio.open_nursery() as drains:
+                drains.start_soon(self._pipeline.drain)
+                if conn is not None:
+                    drains.start_soon(conn.wait_drained)
         if conn is not None:
-            with trio.move_on_after(self._config.drain_timeout):
-                await conn.wait_drained()
             await conn.close(NORMAL_CLOSE_CODE, "gateway closing", "closed by us", by_us=True)
         self._set_state(State.CLOSED, "relay closed")
 
@@ -482,6 +487,7 @@ async def open_relay(
         on_passthrough=on_passthrough,
         on_dead_letter=on_dead_letter,
         send_ack=send_ack,
+        namespace=auth.gateway_id if auth is not None else "",
     )
     relay = Relay(
         url,

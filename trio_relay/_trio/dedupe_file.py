@@ -8,6 +8,7 @@ writer task). A lock still guards the connection, since the thread that runs eac
 differs and sqlite3 connections must not be used concurrently.
 
 One relay per file: two processes sharing a path would each trim the other's keys.
+:class:`~trio_relay._trio.dedupe_sqlite.SqliteDedupeStore` is the public store around it.
 
 Sans-Trio: no event loop here.
 """
@@ -19,7 +20,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable
 
-__all__ = ["SqliteDedupeStore"]
+__all__ = ["SqliteKeyFile"]
 
 _SCHEMA_VERSION = 1
 _SCHEMA = """
@@ -40,7 +41,7 @@ SELECT key FROM (SELECT seq, key FROM dedupe_keys ORDER BY seq DESC LIMIT ?) ORD
 """
 
 
-class SqliteDedupeStore:
+class SqliteKeyFile:
     """The newest ``capacity`` committed keys, oldest first, in the SQLite file ``path``.
 
     The file (not its directory) is created on :meth:`load`. Errors are
