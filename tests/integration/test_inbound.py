@@ -257,16 +257,17 @@ async def test_dead_letter_after_max_attempts(connector: ReferenceConnector) -> 
 async def test_leaving_gives_running_handlers_the_drain_timeout_and_acks_them(
     connector: ReferenceConnector,
 ) -> None:
-    finished = trio.Event()
+    started, finished = trio.Event(), trio.Event()
 
     async def slow(ev: MessageEvent) -> None:
+        started.set()
         await trio.sleep(0.2)
         finished.set()
 
     with trio.fail_after(DEADLINE):
         async with relay_to(connector, on_message=slow, config={"drain_timeout": 5.0}):
             bid = connector.buffer_inbound(event())
-            await trio.sleep(0.05)  # running now
+            await started.wait()  # running when the block is left
         assert finished.is_set()
         await connector.wait_acks(1)  # the ack went out before the socket closed
         assert connector.acks == [bid] and connector.pending() == []

@@ -9,6 +9,7 @@ from collections import Counter
 from typing import Any
 
 from inbound_support import Recorder, msg, running, settle
+
 from trio_relay._core.config import RelayConfig
 from trio_relay._core.dedupe import dedupe_window
 
