@@ -19,6 +19,7 @@ from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.dedupe_sqlite import SqliteDedupeStore
 from ._trio.inbound import DeadLetter
+from ._trio.redis_store import RedisDedupeStore
 from ._trio.relay import Relay, open_relay
 from .http._stall import StreamStalled
 
@@ -35,6 +36,7 @@ __all__ = [
     "MessageEvent",
     "Outcome",
     "PassthroughForward",
+    "RedisDedupeStore",
     "Relay",
     "RelayClosed",
     "RelayConfig",

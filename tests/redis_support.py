@@ -1,0 +1,112 @@
+"""A real ``redis-server`` for the tests: started on a free loopback port in a
+temporary directory, stopped (and restartable) by the test that owns it.
+
+No mock and no fakeredis. Where ``redis-server`` is not installed the Redis tests skip
+with that reason, unless ``TRIO_RELAY_REQUIRE_REDIS=1`` (set by ``.ci/run``), where a
+missing server fails them instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """One redis-server process; ``url`` stays the same across :meth:`restart`."""
+
+    def __init__(self, directory: Path, password: str | None = None) -> None:
+        assert REDIS_SERVER is not None
+        self.directory = directory
+        self.port = _free_port()
+        self.password = password
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        # Percent-encoded, as a URL must carry it (the store decodes it).
+        auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        assert REDIS_SERVER is not None and self.process is None
+        args = [
+            REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.directory), "--save", "", "--appendonly", "no",
+            "--protected-mode", "no",
+        ]
+        if self.password is not None:
+            args += ["--requirepass", self.password]
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    s.sendall(b"PING\r\n")
+                    if s.recv(64):
+                        return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not start on port {self.port}")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+            self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+def _require() -> None:
+    if REDIS_SERVER is None:
+        if os.environ.get("TRIO_RELAY_REQUIRE_REDIS") == "1":
+            pytest.fail("TRIO_RELAY_REQUIRE_REDIS=1 but redis-server is not installed")
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    _require()
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_server_with_password(tmp_path: Path) -> Iterator[RedisServer]:
+    _require()
+    server = RedisServer(tmp_path, password="s3cr:t/p@ss")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
