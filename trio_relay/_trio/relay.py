@@ -31,7 +31,7 @@ from .._core.codec import encode_frame, encode_line
 from .._core.config import Identity, RelayConfig, UpgradeAuth
 from .._core.descriptor import Descriptor
 from .._core.errors import RelayClosed, RelayRevoked
-from .._core.frames import FrameError, InboundAck, Interrupt
+from .._core.frames import FrameError, Interrupt
 from .._core.media import ConnectorRoutes
 from .._core.outcome import Outcome
 from .._core.policy import RelevancePolicy
@@ -39,6 +39,7 @@ from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.token import mint_token
 from .._core.url import normalize_url
+from .acks import TrackedAck
 from .connection import Connection
 from .connector_http import ConnectorHttp
 from .dial import Endpoint
@@ -93,6 +94,7 @@ class Relay:
         self._auth = auth
         self._config = config
         self._pipeline = pipeline
+        self._last_ack: TrackedAck | None = None
         self.stats = stats
         self._state = State.CONNECTING
         self._state_changed = trio.Event()
@@ -313,8 +315,10 @@ class Relay:
         # The newest open socket, handshake done or not: the connector replays buffered
         # deliveries right after its descriptor, before we count ourselves connected.
         conn = self._newest
-        if conn is None or not conn.send_line(encode_frame(InboundAck(buffer_id))):
+        ack = TrackedAck(buffer_id)
+        if conn is None or not (conn.is_open and conn.outbox.put(ack)):
             return False
+        self._last_ack = ack
         self.stats.acks_sent += 1
         return True
 
@@ -425,6 +429,11 @@ class Relay:
                 if conn is not None:
                     drains.start_soon(conn.wait_drained)
         if conn is not None:
+            last_ack = self._last_ack
+            if last_ack is not None and conn.is_open:
+                # Acks of handlers that finished in the drain leave before the close.
+                with trio.move_on_after(self._config.close_timeout):
+                    await last_ack.written.wait()
             await conn.close(NORMAL_CLOSE_CODE, "gateway closing", "closed by us", by_us=True)
         self._set_state(State.CLOSED, "relay closed")
 
