@@ -107,6 +107,7 @@ def test_console_lines_parse() -> None:
 async def test_a_person_writes_and_reads_every_frame() -> None:
     async with connector_process() as (process, output, url), echo_agent(url) as relay:
         await relay.wait_connected(10)
+        assert "#0 gateway anonymous connected from 127.0.0.1:" in await output.until("connected")
         assert "<- hello slack bot=B1" in await output.until("<- hello")
         assert "-> descriptor slack max=4096 chars ops=send,edit" in await output.until(
             "-> descriptor"
@@ -123,6 +124,7 @@ async def test_a_person_writes_and_reads_every_frame() -> None:
         await process.stdin.send_all(b"transcript C1\n")
         assert (await output.until("U1 #u1")) == "U1 #u1: hello there"
         assert (await output.until("bot send")) == "bot send #m1: echo: hello there"
+    assert "#0 closed: 1000" in await output.until("closed:")
 
 
 async def test_a_script_replays_a_conversation_and_prints_the_transcript(tmp_path: Path) -> None:

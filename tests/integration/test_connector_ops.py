@@ -435,3 +435,24 @@ async def test_keyboard_interrupt_in_a_session_task_comes_out_as_itself() -> Non
             await peer.send(outbound("r1"))
             await trio.sleep_forever()
     assert type(info.value) is KeyboardInterrupt
+
+
+async def test_on_session_sees_opens_closes_and_refusals() -> None:
+    seen: list[tuple[int, str, int | None, str | None]] = []
+
+    def watch(session: Any, event: str) -> None:
+        seen.append((session.index, event, session.close_code, session.refused))
+
+    async with open_connector(on_session=watch) as connector:
+        connector.refuse_upgrades(1, 4401, "provisioning")
+        async with dial(connector) as peer:
+            assert await peer.closed() == (4401, "provisioning")
+        async with dial(connector) as peer:
+            await peer.handshake()
+            await peer.ws.aclose(1000, "bye")
+        await connector.wait_until(lambda: len(seen) == 3)
+    assert seen == [
+        (0, "closed", 4401, "provisioning"),
+        (1, "open", None, None),
+        (1, "closed", 1000, None),
+    ]

@@ -20,7 +20,7 @@ from ._chats import PromptShown, TranscriptEntry
 from ._connector import ReferenceConnector, open_connector, serve_connector
 from ._options import ConnectorOptions, OutboundHandler
 from ._protocol import default_descriptor
-from ._session import ANONYMOUS, FrameObserver, Session
+from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver
 
 __all__ = [
     "ANONYMOUS",
@@ -30,6 +30,7 @@ __all__ = [
     "PromptShown",
     "ReferenceConnector",
     "Session",
+    "SessionObserver",
     "TranscriptEntry",
     "default_descriptor",
     "open_connector",

@@ -255,6 +255,8 @@ class ReferenceConnector(ConnectorProtocol):
                 logger.exception("%r failed", session)
         finally:
             self._live.discard(session)
+            if self.options.on_session is not None and session.index >= 0:
+                self.options.on_session(session, "closed")
             self._notify()
 
 

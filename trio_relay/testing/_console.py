@@ -31,7 +31,7 @@ import trio
 from .._core.frames import Frame
 from ._connector import ReferenceConnector, open_connector
 from ._framelog import describe
-from ._session import ANONYMOUS, FrameObserver, Session
+from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver
 
 HELP = (
     "commands: CHAT> TEXT (a user writes; PLATFORM:CHAT> TEXT names the platform) | "
@@ -228,13 +228,36 @@ async def lines_of(fd: int) -> AsyncIterator[str]:
         yield pending.decode("utf-8", "replace")
 
 
+def _now() -> str:
+    return datetime.datetime.now().strftime("%H:%M:%S.%f")[:-3]
+
+
 def frame_printer(out: TextIO) -> FrameObserver:
     """An ``on_frame`` observer printing one line per frame: time, session, direction."""
 
     def show(session: Session, direction: Literal["in", "out"], frame: Frame) -> None:
-        now = datetime.datetime.now().strftime("%H:%M:%S.%f")[:-3]
         arrow = "<-" if direction == "in" else "->"
-        print(f"{now} #{session.index} {arrow} {describe(frame)}", file=out, flush=True)
+        print(f"{_now()} #{session.index} {arrow} {describe(frame)}", file=out, flush=True)
+
+    return show
+
+
+def session_printer(out: TextIO) -> SessionObserver:
+    """An ``on_session`` observer printing a line when a gateway connects or leaves."""
+
+    def show(session: Session, event: Literal["open", "closed"]) -> None:
+        if event == "open":
+            try:
+                host, port = session.peer
+                where = f" from {host}:{port}"
+            except OSError:
+                where = ""  # the socket is already gone
+            line = f"gateway {session.gateway_id} connected{where}"
+        else:
+            reason = f" {session.close_reason}" if session.close_reason else ""
+            how = "refused" if session.refused is not None else "closed"
+            line = f"{how}: {session.close_code}{reason}"
+        print(f"{_now()} #{session.index} {line}", file=out, flush=True)
 
     return show
 
@@ -257,13 +280,13 @@ async def serve_console(
     the legacy set), print the banner (and every frame), then play
     the users from standard input until cancelled, or replay ``script`` and return the
     exit status (0 when every turn ended)."""
-    on_frame = frame_printer(out) if show_frames else None
     async with open_connector(
         host=host,
         port=port,
         secrets=credentials,
         descriptors={"*": {"supported_ops": ops}},
-        on_frame=on_frame,
+        on_frame=frame_printer(out) if show_frames else None,
+        on_session=session_printer(out) if show_frames else None,
     ) as c:
         print(f"url: {c.url}", file=out)
         print(f"websocket: {c.ws_url}", file=out)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from .._core.frames import Outbound
-from ._session import FrameObserver, Session
+from ._session import FrameObserver, Session, SessionObserver
 
 JsonObject = dict[str, Any]
 
@@ -55,6 +55,9 @@ class ConnectorOptions:
     own checks)."""
     on_frame: FrameObserver | None = None
     """Sees every frame in both directions (the ``trio-relay connector`` frame log)."""
+    on_session: SessionObserver | None = None
+    """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
+    accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""
 
 
 P = ParamSpec("P")

@@ -270,6 +270,8 @@ class ConnectorProtocol:
 
     def _on_open(self, session: Session) -> None:
         logger.debug("%r open", session)
+        if self.options.on_session is not None:
+            self.options.on_session(session, "open")
         self._notify()
 
     def _on_payload(self, session: Session, payload: str | bytes) -> None:

@@ -152,6 +152,8 @@ Admit = Callable[["Session", WebSocketRequest], Admission]
 OnPayload = Callable[["Session", "str | bytes"], None]
 FrameObserver = Callable[["Session", Literal["in", "out"], Frame], None]
 """Called for every frame a session receives (``"in"``) or queues to send (``"out"``)."""
+SessionObserver = Callable[["Session", Literal["open", "closed"]], None]
+"""Called when an accepted upgrade opens a session, and when that session is over."""
 
 
 class Session:
