@@ -48,6 +48,15 @@ class Recorder(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         self.seen.append(dict(self.headers))
         self.send_response(200)
+        if self.path.startswith("/chunked"):
+            # No Content-Length: only counting the bytes as they come can enforce a cap.
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for start in range(0, len(PNG), 1000):
+                piece = PNG[start : start + 1000]
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+            self.wfile.write(b"0\r\n\r\n")
+            return
         self.send_header("Content-Length", str(len(PNG)))
         self.end_headers()
         self.wfile.write(PNG)
@@ -184,6 +193,20 @@ async def test_download_over_the_cap_is_refused(
         with pytest.raises(MediaTooLarge):
             await relay.media.download(url, tmp_path / "big.png")
     assert not (tmp_path / "big.png").exists()
+
+
+async def test_an_over_cap_body_without_a_length_is_cut_off(
+    connector: ReferenceConnector,
+    other_origin: tuple[str, list[dict[str, str]]],
+    tmp_path: Path,
+) -> None:
+    url, _ = other_origin
+    async with relay_on(connector) as relay:  # under the default cap it arrives whole
+        assert await relay.media.download(f"{url}/chunked") == PNG
+    async with relay_on(connector, RelayConfig(media_max_bytes=4000)) as relay:
+        with pytest.raises(MediaTooLarge, match="over the 4000 bytes cap"):
+            await relay.media.download(f"{url}/chunked", tmp_path / "big.bin")
+    assert not (tmp_path / "big.bin").exists()
 
 
 async def test_a_stalled_download_is_abandoned_and_its_file_removed(
