@@ -207,7 +207,7 @@ async def test_a_replica_killed_mid_handler_holds_its_claim_until_the_lease_expi
             async def on_message(ev: MessageEvent) -> None:
                 runs.append(ev.message_id or "")
 
-            key = "trio_relay:dedupe:gw-a:slack:C1:turn"
+            key = "trio_relay:dedupe:{gw:gw-a}:slack:C1:turn"
             async with replica(connector, RedisDedupeStore(redis_server.url), on_message) as b:
                 await eventually(lambda: b.stats.replays_dropped == 1)
                 async with coredis.Redis.from_url(redis_server.url) as client:
@@ -257,7 +257,7 @@ async def test_redis_stopped_and_restarted_mid_run(
             keys = await redis_keys(redis_server.url)
             # Commits kept through the outage were written once it was back.
             for mid in ("during0", "during1", "during2", "after"):
-                assert keys[f"trio_relay:dedupe:gw-a:slack:C1:{mid}"] == b"done"
+                assert keys[f"trio_relay:dedupe:{{gw:gw-a}}:slack:C1:{mid}"] == b"done"
             assert relay.stats.dedupe_store_outages == 1
             assert runs == ["before", "during0", "during1", "during2", "after"]
 
@@ -306,7 +306,7 @@ async def test_a_key_space_shared_by_two_gateway_ids(
             await eventually(lambda: not connector.pending("gw-a") + connector.pending("gw-b"))
             keys = await redis_keys(redis_server.url)
             assert {k for k in keys if k.startswith("shared:")} == {
-                "shared:gw-a:slack:C1:same", "shared:gw-b:slack:C1:same"
+                "shared:{gw:gw-a}:slack:C1:same", "shared:{gw:gw-b}:slack:C1:same"
             }
 
 
