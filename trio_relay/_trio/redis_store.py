@@ -56,9 +56,10 @@ __all__ = ["RedisDedupeStore"]
 
 logger = logging.getLogger("trio_relay")
 
-# One call per round, whatever it carries (see the module docstring). ARGV: token, lease ms, ttl ms, then how many KEYS are claims, commits, releases;
-# the rest of KEYS are renewals. Returns one code per claim: 0 = ours now, 1 = done,
-# 2 = held by another replica.
+# One call per round, whatever it carries (see the module docstring). ARGV: token,
+# lease ms, ttl ms, then how many KEYS are claims, commits, releases; the rest of KEYS
+# are renewals. Returns one code per claim: 0 = ours now, 1 = done, 2 = held by another
+# replica.
 _ROUND = """
 local token, lease, ttl = ARGV[1], ARGV[2], ARGV[3]
 local n_claim, n_commit, n_release = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
