@@ -30,10 +30,11 @@ from ._context import Context
 from ._control import ConnectorProcess
 from ._report import Result, Row, median
 
-# Both keep the backoff ladder across connections younger than reset_after; 0 makes the
+# Both keep the backoff ladder across young links (trio_relay: backoff_stable_after,
+# baseline: reset_after); 0 makes the
 # redial after each detected drop the first of its ladder, as for a long-lived link.
 SCALED: dict[str, dict[str, Any]] = {
-    "trio_relay": {"ping_interval": 1.0, "ping_timeout": 2.0, "backoff_reset_after": 0},
+    "trio_relay": {"ping_interval": 1.0, "ping_timeout": 2.0, "backoff_stable_after": 0},
     "baseline": {"ping_interval": 1.0, "ping_timeout": 2.0, "backoff_reset_after": 0},
 }
 # Kernel path, pings off (an hour) so that only TCP keepalive can notice. The baseline
@@ -43,7 +44,7 @@ KEEPALIVE_ONLY: dict[str, dict[str, Any]] = {
     "trio_relay": {
         "ping_interval": 3600.0,
         "ping_timeout": 7200.0,
-        "backoff_reset_after": 0,
+        "backoff_stable_after": 0,
         "keepalive": {"idle": 1, "interval": 1, "count": 2},
     },
     "baseline": {"ping_interval": 3600.0, "ping_timeout": 7200.0, "backoff_reset_after": 0},
@@ -218,8 +219,9 @@ def run(ctx: Context) -> Result:
         "pong is ping_timeout late (up to ping_interval + ping_timeout), then waits up to "
         "its close_timeout (default 10 s) for a closing handshake the silent peer never "
         "answers before its reader sees the end",
-        "backoff_reset_after=0 for both, so the redial after a detected drop is the first "
-        "of its ladder: immediate for trio_relay, uniform [0.5, 1] s for the baseline",
+        "backoff_stable_after=0 (trio_relay) and backoff_reset_after=0 (baseline), so the "
+        "redial after a detected drop is the first of its ladder: immediate for "
+        "trio_relay, uniform [0.5, 1] s for the baseline",
     ]
     result.configs = {
         "loopback": {b.name: b.config(scaled[b.name]) for b in (TRIO_RELAY, BASELINE)},

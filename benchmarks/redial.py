@@ -27,16 +27,16 @@ SILENCE = 0.020
 HEALTHY_P50_MS = 5.0
 RESTART_MS = 250.0
 
-# Both keep the backoff ladder across connections younger than reset_after (60 s), so
-# back-to-back drops would measure the ladder; reset_after=0 makes every drop land on a
-# connection that counts as stable. Every other default is untouched.
+# Both keep the backoff ladder across young links (trio_relay: backoff_stable_after,
+# 5 s; baseline: reset_after, 60 s), so back-to-back drops would measure the ladder;
+# 0 makes every drop land on a link that counts as stable. Every other default is untouched.
 POLICIES: dict[str, dict[str, dict[str, Any]]] = {
     "default": {
-        "trio_relay": {"backoff_reset_after": 0},
+        "trio_relay": {"backoff_stable_after": 0},
         "baseline": {"backoff_reset_after": 0},
     },
     "zero backoff": {
-        "trio_relay": {"backoff_reset_after": 0, "backoff_first_delay": 0, "backoff_initial": 0},
+        "trio_relay": {"backoff_stable_after": 0, "backoff_first_delay": 0, "backoff_initial": 0},
         "baseline": {"backoff_reset_after": 0, "backoff_initial": 0},
     },
 }
@@ -192,9 +192,9 @@ def _result(
                 )
             )
     result.notes += [
-        "backoff_reset_after=0 for both implementations (both keep the backoff ladder across "
-        "connections younger than 60 s, so back-to-back drops would measure the ladder, "
-        "not a redial); all other defaults untouched",
+        "backoff_stable_after=0 (trio_relay) and backoff_reset_after=0 (baseline): both keep "
+        "the backoff ladder across young links, so back-to-back drops would measure the "
+        "ladder, not a redial; all other defaults untouched",
         "default policy: trio_relay redials a stable connection at once (backoff_first_delay "
         "0); the baseline always waits uniform [0.5, 1] s first, so it gets fewer samples",
         "zero backoff: trio_relay backoff_first_delay=0, backoff_initial=0; baseline "

@@ -147,7 +147,7 @@ def soak_config() -> RelayConfig:
         connect_timeout=1.0,
         backoff_initial=0.02,
         backoff_max=0.25,
-        backoff_reset_after=1.0,
+        backoff_stable_after=1.0,
         dormant_redial_delay=0.05,
         drain_timeout=1.0,
         close_timeout=0.5,

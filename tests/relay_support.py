@@ -7,8 +7,8 @@ over real loopback sockets; timed tests run under pytest-trio's ``autojump_clock
 What the helpers observe, and how:
 
 - :class:`Watch` records the mock time of every dial the client starts (a spy that
-  wraps the real ``open_transport``: it records, then delegates) and every state
-  transition the client logs on the ``trio_relay`` logger.
+  wraps the real ``open_transport``: it records, then delegates) and, through
+  ``relay.state_changes()``, every state change of the relay it follows.
 - :class:`AdmitSpy` records the headers of every upgrade the connector sees (a spy
   around the connector's real admission policy).
 - :func:`live_tasks` and :func:`open_fds` count what is left running or open.
@@ -17,9 +17,9 @@ What the helpers observe, and how:
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-from collections.abc import Awaitable, Callable, Iterator
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,15 +27,16 @@ import pytest
 import trio
 
 import trio_relay._trio.serve as serve_module
-from trio_relay import Outcome, Relay, State
+from trio_relay import Outcome, Relay, State, open_relay
 from trio_relay._trio.dial import open_transport as real_open_transport
+from trio_relay._trio.states import StateChanges
 from trio_relay.testing import ReferenceConnector
 
-RELAY_LOGGER = "trio_relay"
-
 LADDER = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
-"""The ceilings ``d`` of the default backoff ladder after the first (immediate) redial;
-each wait is uniform in ``[d/2, d]``."""
+"""The ceilings ``d`` of the default backoff ladder; each wait is uniform in ``[d/2, d]``."""
+
+QUICK = (0.05, 0.1, 0.2, 0.4)
+"""The ceilings of the quick retries of refused dials after a healthy link."""
 
 EPSILON = 1e-9
 """Mock time is exact; this only absorbs float rounding of sums."""
@@ -50,6 +51,14 @@ def chat_event(text: str, message_id: str) -> dict[str, Any]:
         "message_id": message_id,
         "source": {"platform": "relay", "chat_id": "C1", "user_id": "U1"},
     }
+
+
+class Ceiling(random.Random):
+    """A random source whose every ``uniform(a, b)`` is ``b``: pass it as
+    ``RelayConfig(rng=Ceiling())`` and each backoff wait is exactly its ceiling."""
+
+    def uniform(self, a: float, b: float) -> float:
+        return b
 
 
 def assert_waited(gap: float, ceiling: float) -> None:
@@ -67,18 +76,20 @@ class Transition:
     cause: str
 
 
-class Watch(logging.Handler):
-    """Mock times of the client's dials and state transitions.
+class Watch:
+    """Mock times of the client's dials and state changes.
 
-    Install with :meth:`installed` (restored when the block exits). ``dials`` holds the
+    Install with :meth:`installed` (restored when the block exits), then open the relay
+    with :meth:`open_relay`. ``dials`` holds the
     ``trio.current_time()`` of each dial attempt, successful or not; ``transitions``
-    each logged state change. ``wait_dials``/``wait_state`` block until enough were
-    seen; bound them with ``trio.fail_after`` (under the autojump clock a missed
-    condition otherwise spins mock time forever).
+    each state change, read from ``relay.state_changes()`` (mock time stands still
+    while a task is runnable, so each is stamped with the time it happened).
+    ``wait_dials``/``wait_state`` block until enough were seen; bound them with
+    ``trio.fail_after`` (under the autojump clock a missed condition otherwise spins
+    mock time forever).
     """
 
     def __init__(self) -> None:
-        super().__init__(level=logging.INFO)
         self.dials: list[float] = []
         self.transitions: list[Transition] = []
         self._changed = trio.Event()
@@ -94,23 +105,20 @@ class Watch(logging.Handler):
             return await real_open_transport(*args, **kwargs)
 
         monkeypatch.setattr(serve_module, "open_transport", spy_open_transport)
-        logger = logging.getLogger(RELAY_LOGGER)
-        old_level = logger.level
-        logger.setLevel(logging.INFO)
-        logger.addHandler(watch)
-        try:
-            yield watch
-        finally:
-            logger.removeHandler(watch)
-            logger.setLevel(old_level)
+        yield watch
 
-    def emit(self, record: logging.LogRecord) -> None:
-        # "relay %s: %s -> %s (%s)" with (endpoint, old, new, cause): see Relay._set_state.
-        if isinstance(record.msg, str) and " -> " in record.msg and len(record.args or ()) == 4:
-            _, old, new, cause = record.args  # type: ignore[misc]
-            self.transitions.append(
-                Transition(trio.current_time(), State(old), State(new), str(cause))
-            )
+    @contextlib.asynccontextmanager
+    async def open_relay(self, url: str, **kwargs: Any) -> AsyncIterator[Relay]:
+        """``trio_relay.open_relay(url, **kwargs)``, its state changes recorded up to
+        and including the change into CLOSED (the block waits for that one)."""
+        async with trio.open_nursery() as nursery, open_relay(url, **kwargs) as relay:
+            # Subscribed before the first checkpoint: no change can be missed.
+            nursery.start_soon(self._record, relay.state_changes())
+            yield relay
+
+    async def _record(self, changes: StateChanges) -> None:
+        async for old, new, cause in changes:
+            self.transitions.append(Transition(trio.current_time(), old, new, cause))
             self._notify()
 
     def _notify(self) -> None:

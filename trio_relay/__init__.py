@@ -19,8 +19,9 @@ from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.dedupe_sqlite import SqliteDedupeStore
 from ._trio.inbound import DeadLetter
+from ._trio.lifetime import open_relay
 from ._trio.redis_store import RedisDedupeStore
-from ._trio.relay import Relay, open_relay
+from ._trio.relay import Relay
 from .http._stall import StreamStalled
 
 __all__ = [

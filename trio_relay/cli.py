@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import os
 import secrets
 import sys
@@ -28,14 +27,16 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TextIO, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
+from ._core.close import AUTH_CLOSE_CODE
 from ._core.config import Identity, RelayConfig, UpgradeAuth
 from ._core.descriptor import Descriptor
+from ._core.errors import InsecureURLError, RelayRevoked
 from ._core.state import State
-from ._trio.relay import open_relay
+from ._trio.lifetime import open_relay
+from ._trio.relay import Relay
 
 __all__ = ["main"]
 
@@ -136,35 +137,6 @@ def _connector(args: argparse.Namespace) -> int:
 # --- probe ----------------------------------------------------------------------------
 
 
-class _LastEvent(logging.Handler):
-    """Keeps the relay's last log line about a dial or a connection ending."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.text: str | None = None
-
-    def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        for marker in ("dial failed: ", "connection ended after "):
-            if marker in message:
-                # "relay ws://host:port: dial failed: ..." -> "dial failed: ..."
-                self.text = message[message.index(marker) :]
-
-
-def _safe_url(url: str) -> str:
-    """The URL without user info or query (either could carry a credential)."""
-    try:
-        parts = urlsplit(url)
-        netloc = parts.hostname or ""
-        if ":" in netloc:
-            netloc = f"[{netloc}]"
-        if parts.port:
-            netloc += f":{parts.port}"
-        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-    except ValueError:
-        return "<unparseable URL>"
-
-
 def _describe(descriptor: Descriptor) -> str:
     features = [
         name
@@ -197,12 +169,6 @@ async def _probe(
     allow_insecure: bool,
     out: TextIO,
 ) -> None:
-    events = _LastEvent()
-    logger = logging.getLogger("trio_relay")
-    level = logger.level
-    logger.addHandler(events)
-    if logger.getEffectiveLevel() > logging.INFO:
-        logger.setLevel(logging.INFO)
     config = RelayConfig(
         connect_timeout=timeout,
         handshake_timeout=timeout,
@@ -211,25 +177,9 @@ async def _probe(
     started = time.monotonic()
     try:
         async with open_relay(url, identities=identities, auth=auth, config=config) as relay:
-            with trio.move_on_after(timeout):
-                # One attempt: the first dial that fails, or a connection that ends
-                # before it is up, is the answer.
-                while relay.state is not State.CONNECTED:
-                    if relay.state is State.REVOKED:
-                        raise ProbeFailed("the connector refused our credentials (revoked)")
-                    if relay.stats.dial_failures or relay.stats.drops:
-                        raise ProbeFailed(
-                            _failure(
-                                relay.stats.last_close_code,
-                                relay.stats.last_close_reason,
-                                events.text,
-                            )
-                        )
-                    await trio.sleep(0.005)
-            if relay.state is not State.CONNECTED:
-                raise ProbeFailed(f"not connected within {timeout:g} s")
+            await _first_attempt(relay, timeout)
             connected_in = time.monotonic() - started
-            print(f"connected to {_safe_url(relay.url)} in {connected_in * 1000:.1f} ms", file=out)
+            print(f"connected to {relay.url} in {connected_in * 1000:.1f} ms", file=out)
             for descriptor in relay.descriptors.values():
                 print(_describe(descriptor), file=out)
             try:
@@ -237,21 +187,48 @@ async def _probe(
             except (ConnectionError, TimeoutError) as exc:
                 raise ProbeFailed(f"connected, but the ping failed: {exc}") from None
             print(f"ping RTT: {rtt * 1000:.2f} ms", file=out, flush=True)
-    finally:
-        logger.removeHandler(events)
-        logger.setLevel(level)
+    except InsecureURLError as exc:
+        raise ProbeFailed(
+            f"refusing plaintext ws:// to {exc.host!r}: the upgrade token would travel in "
+            "the clear; use https:// (or wss://), or pass --allow-insecure if the network "
+            "is trusted"
+        ) from None
 
 
-def _failure(code: int | None, reason: str | None, logged: str | None) -> str:
-    if code == 4401:
-        return f"the connector refused the upgrade: 4401 {reason or ''}".rstrip() + (
+async def _first_attempt(relay: Relay, timeout: float) -> None:
+    """Return once connected; raise :class:`ProbeFailed` if the first attempt ends
+    otherwise (a failed dial, or a link that ends before its handshake) or times out."""
+
+    async def first_end(cancel_scope: trio.CancelScope) -> None:
+        # The relay records each end in stats once it has taken it in.
+        while relay.stats.last_end_cause is None:
+            await trio.sleep(0.005)
+        cancel_scope.cancel()
+
+    with trio.move_on_after(timeout):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(first_end, nursery.cancel_scope)
+            try:
+                await relay.wait_state(State.CONNECTED)
+            except RelayRevoked:
+                raise ProbeFailed("the connector refused our credentials (revoked)") from None
+            nursery.cancel_scope.cancel()
+    if relay.state is State.CONNECTED:
+        return
+    cause = relay.stats.last_end_cause
+    if cause is None:
+        raise ProbeFailed(f"not connected within {timeout:g} s")
+    raise ProbeFailed(_failure(relay.stats.last_close_code, relay.stats.last_close_reason, cause))
+
+
+def _failure(code: int | None, reason: str | None, cause: str) -> str:
+    if code == AUTH_CLOSE_CODE:
+        return f"the connector refused the upgrade: {code} {reason or ''}".rstrip() + (
             " (check --gateway-id and the secret)"
         )
-    if logged:
-        return logged
     if code is not None:
-        return f"connection closed with {code} {reason or ''}".rstrip()
-    return "the dial failed"
+        return f"{cause} with {code} {reason or ''}".rstrip()
+    return f"dial failed: {cause}"
 
 
 def _probe_command(args: argparse.Namespace) -> int:

@@ -169,6 +169,8 @@ def test_probe_refuses_plaintext_to_a_remote_host(capsys: pytest.CaptureFixture[
     code = main(["probe", "http://192.0.2.1:9", "--timeout", "1"])
     err = capsys.readouterr().err
     assert code == 1 and err.startswith("probe failed:") and "plaintext" in err
+    # The hint names the command's own flag, not the library's config.
+    assert "--allow-insecure" in err and "RelayConfig" not in err
 
 
 def test_probe_needs_a_secret_with_a_gateway_id(

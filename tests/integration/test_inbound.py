@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 import trio
 
+from trio_relay import Relay, open_relay
 from trio_relay._core.config import Identity, RelayConfig
 from trio_relay._core.event import MessageEvent
 from trio_relay._core.passthrough import PassthroughForward
 from trio_relay._trio.inbound import DeadLetter
-from trio_relay._trio.relay import Relay, open_relay
 from trio_relay.testing import ReferenceConnector, open_connector
 
 DEADLINE = 15.0

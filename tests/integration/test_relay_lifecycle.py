@@ -76,7 +76,7 @@ async def release_after(connector: ReferenceConnector, delay: float) -> None:
 async def test_state_goes_connecting_then_connected(
     autojump_clock: trio.testing.MockClock, watch: Watch
 ) -> None:
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    async with open_connector() as connector, watch.open_relay(connector.url) as relay:
         initial = relay.state  # open_relay does not block on the dial
         with trio.fail_after(5):
             await relay.wait_connected()
@@ -118,7 +118,7 @@ async def test_leaving_the_block_closes_the_relay(
 ) -> None:
     async with open_connector() as connector:
         with trio.fail_after(HANG):
-            async with open_relay(connector.url) as relay:
+            async with watch.open_relay(connector.url) as relay:
                 with trio.fail_after(5):
                     await relay.wait_connected()
                 session = connector.current
@@ -326,7 +326,7 @@ async def test_go_idle_is_acknowledged(autojump_clock: trio.testing.MockClock) -
 async def test_unacknowledged_go_idle_keeps_the_connection(
     autojump_clock: trio.testing.MockClock, watch: Watch, method: str
 ) -> None:
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    async with open_connector() as connector, watch.open_relay(connector.url) as relay:
         with trio.fail_after(5):
             await relay.wait_connected()
         session = connector.current
@@ -357,7 +357,7 @@ async def test_go_dormant_closes_then_redials_after_the_delay_and_replays(
 
     async with (
         open_connector() as connector,
-        open_relay(connector.url, on_message=on_message) as relay,
+        watch.open_relay(connector.url, on_message=on_message) as relay,
     ):
         with trio.fail_after(5):
             await relay.wait_connected()

@@ -16,18 +16,21 @@ import trio.testing
 from relay_support import (
     EPSILON,
     LADDER,
+    QUICK,
     SEND,
+    Ceiling,
     Watch,
-    assert_waited,
     chat_event,
     live_tasks,
 )
 from trio_websocket import WebSocketConnection
 
-from trio_relay import RelayConfig, State, open_relay
+from trio_relay import RelayConfig, State
 from trio_relay.testing import ReferenceConnector, open_connector
 
 DEFAULTS = RelayConfig()
+EXACT = RelayConfig(rng=Ceiling())
+"""Every backoff wait is exactly its ceiling."""
 
 
 @pytest.fixture
@@ -65,13 +68,13 @@ async def test_ordinary_drop_reconnects_at_once(
     seen_code: int,
     seen_reason: str | None,
 ) -> None:
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    async with open_connector() as connector, watch.open_relay(connector.url) as relay:
         with trio.fail_after(5):
             await relay.wait_connected()
         assert relay.state is State.CONNECTED
-        # Live past backoff_reset_after, so this is "the first redial after a stable
-        # connection": it must go out with no delay at all.
-        await trio.sleep(DEFAULTS.backoff_reset_after + 1)
+        # Live past backoff_stable_after, so this is "the first redial after a healthy
+        # link": it must go out with no delay at all.
+        await trio.sleep(DEFAULTS.backoff_stable_after + 1)
         assert relay.stats.dials == 1
 
         dropped_at = trio.current_time()
@@ -95,41 +98,70 @@ async def test_ordinary_drop_reconnects_at_once(
         assert outcome.success, outcome
 
 
-async def test_ladder_resets_only_after_a_connection_lives_reset_after(
+async def test_ladder_resets_only_after_a_link_serves_stable_after(
     autojump_clock: trio.testing.MockClock, watch: Watch
 ) -> None:
-    """A short-lived connection keeps the ladder; one that lived ``backoff_reset_after``
+    """A link that dies younger than ``backoff_stable_after`` climbs the ladder (the
+    first link included: no healthy link is behind it); one that served that long
     resets it, so the redial after it is immediate again."""
-    reset_after = DEFAULTS.backoff_reset_after
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    stable_after = DEFAULTS.backoff_stable_after
+    async with (
+        open_connector() as connector,
+        watch.open_relay(connector.url, config=EXACT) as relay,
+    ):
         with trio.fail_after(5):
             await relay.wait_connected()
-        # 1: lives 1 s -> first redial of the ladder: immediate.
+        # 1: lives 1 s -> flapping: the ladder's first rung.
         await trio.sleep(1)
         t = trio.current_time()
         await connector.close(1011, "flap")
         with trio.fail_after(60):
             await connector.wait_session(2)
-        assert watch.dials[1] - t == 0.0
-        # 2: lives just under reset_after -> the ladder was kept: the second rung.
-        await trio.sleep(reset_after - 1)
+        assert watch.dials[1] - t == LADDER[0]
+        # 2: lives just under stable_after -> the ladder was kept: the second rung.
+        await trio.sleep(stable_after - 0.5)
         t = trio.current_time()
         await connector.close(1011, "flap")
         with trio.fail_after(60):
             await connector.wait_session(3)
-        assert_waited(watch.dials[2] - t, LADDER[0])
-        # 3: lives reset_after -> the ladder starts afresh: immediate. (The extra quarter
-        # second keeps the close off the pinger's 10 s beat: trio-websocket's server side
-        # raises when a ping arrives while its own close is in flight.)
-        await trio.sleep(reset_after + 0.25)
+        assert watch.dials[2] - t == LADDER[1]
+        # 3: lives stable_after -> the ladder starts afresh: immediate.
+        await trio.sleep(stable_after + 0.25)
         t = trio.current_time()
         await connector.close(1011, "flap")
         with trio.fail_after(60):
             await connector.wait_session(4)
             await watch.wait_state(State.CONNECTED, 4)
         assert watch.dials[3] - t == 0.0
-        assert relay.stats.dials == 4
-        assert relay.state is State.CONNECTED
+        # 4: and the ladder after it starts from its first rung again.
+        await trio.sleep(1)
+        t = trio.current_time()
+        await connector.close(1011, "flap")
+        with trio.fail_after(60):
+            await connector.wait_session(5)
+        assert watch.dials[4] - t == LADDER[0]
+        assert relay.stats.dials == 5
+
+
+async def test_a_second_drop_soon_after_a_first_is_redialled_at_once(
+    autojump_clock: trio.testing.MockClock, watch: Watch
+) -> None:
+    """Issue 11: the replaced policy kept its ladder for 60 s, so a second drop 10 s
+    after a first waited 0.5-1 s. Both links were healthy: both redials are immediate."""
+    async with (
+        open_connector() as connector,
+        watch.open_relay(connector.url, config=EXACT) as relay,
+    ):
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        for n in (2, 3):
+            await trio.sleep(10.25)
+            t = trio.current_time()
+            await connector.abort()
+            with trio.fail_after(5):
+                await watch.wait_state(State.CONNECTED, n)
+            assert watch.dials[n - 1] == t
+        assert relay.stats.dials == 3
 
 
 # --- the silent peer -----------------------------------------------------------------
@@ -139,7 +171,7 @@ async def test_silent_peer_is_declared_dead_after_ping_timeout(
     autojump_clock: trio.testing.MockClock, watch: Watch
 ) -> None:
     interval, timeout = DEFAULTS.ping_interval, DEFAULTS.ping_timeout
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    async with open_connector() as connector, watch.open_relay(connector.url) as relay:
         with trio.fail_after(5):
             await relay.wait_connected()
         await trio.sleep(2.5 * interval)  # a few pings answered: alive
@@ -195,7 +227,7 @@ async def test_busy_peer_that_never_pongs_is_not_dropped(
 ) -> None:
     interval, timeout = DEFAULTS.ping_interval, DEFAULTS.ping_timeout
     sent = 0
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    async with open_connector() as connector, watch.open_relay(connector.url) as relay:
         with trio.fail_after(5):
             await relay.wait_connected()
         session = connector.current
@@ -234,26 +266,31 @@ async def test_busy_peer_that_never_pongs_is_not_dropped(
 # --- the backoff ladder --------------------------------------------------------------
 
 
-async def test_backoff_ladder_while_connector_is_down_then_reset(
+async def test_backoff_while_connector_is_down_then_reset(
     autojump_clock: trio.testing.MockClock, watch: Watch
 ) -> None:
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    """After a healthy link: one redial at once, the quick retries (50 to 400 ms), then
+    the ladder; the connector's return is found on the next rung, and the link after it
+    (healthy again) resets it all."""
+    async with (
+        open_connector() as connector,
+        watch.open_relay(connector.url, config=EXACT) as relay,
+    ):
         with trio.fail_after(5):
             await relay.wait_connected()
-        await trio.sleep(DEFAULTS.backoff_reset_after + 1)
+        await trio.sleep(DEFAULTS.backoff_stable_after + 1)
 
         stopped_at = trio.current_time()
         await connector.stop()
-        attempts = 1 + 1 + len(LADDER)  # the first dial, the immediate redial, the ladder
-        with trio.fail_after(sum(LADDER) + 60):
+        schedule = (*QUICK, *LADDER)
+        attempts = 1 + 1 + len(schedule)  # the first dial, the immediate redial, the rest
+        with trio.fail_after(sum(schedule) + 60):
             await watch.wait_dials(attempts)
         assert watch.dials[1] == stopped_at  # immediate
         gaps = [b - a for a, b in zip(watch.dials[1:], watch.dials[2:], strict=False)]
-        assert len(gaps) == len(LADDER)
-        for gap, ceiling in zip(gaps, LADDER, strict=True):
-            assert_waited(gap, ceiling)
+        assert gaps == pytest.approx(schedule, abs=EPSILON)
         assert relay.state is State.RECONNECTING
-        assert relay.stats.dial_failures >= len(LADDER)
+        assert relay.stats.dial_failures >= len(schedule)
 
         # Between connections a request fails at once, definitely.
         start = trio.current_time()
@@ -265,10 +302,10 @@ async def test_backoff_ladder_while_connector_is_down_then_reset(
         await connector.start()
         with trio.fail_after(LADDER[-1] + EPSILON + 1):
             await relay.wait_connected()
-        assert_waited(trio.current_time() - watch.dials[attempts - 1], LADDER[-1])
+        assert trio.current_time() - watch.dials[attempts - 1] == pytest.approx(LADDER[-1])
 
-        # A connection that lived backoff_reset_after resets the ladder.
-        await trio.sleep(DEFAULTS.backoff_reset_after + 1)
+        # A link that served backoff_stable_after resets it all.
+        await trio.sleep(DEFAULTS.backoff_stable_after + 1)
         dials = len(watch.dials)
         dropped_at = trio.current_time()
         await connector.abort()
@@ -280,6 +317,29 @@ async def test_backoff_ladder_while_connector_is_down_then_reset(
             await watch.wait_state(State.CONNECTED, 3)
 
 
+async def test_a_restarted_connector_is_found_by_the_quick_retries(
+    autojump_clock: trio.testing.MockClock, watch: Watch
+) -> None:
+    """The listener is down for 0.5 s after a healthy link: the redial at once and the
+    quick retries at +0.05, +0.15, +0.35 fail; the one at +0.75 finds it."""
+    async with (
+        open_connector() as connector,
+        watch.open_relay(connector.url, config=EXACT) as relay,
+    ):
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        await trio.sleep(DEFAULTS.backoff_stable_after + 1)
+        stopped_at = trio.current_time()
+        await connector.stop()
+        await trio.sleep(0.5)
+        await connector.start()
+        with trio.fail_after(5):
+            await watch.wait_state(State.CONNECTED, 2)
+        offsets = [t - stopped_at for t in watch.dials[1:]]
+        assert offsets == pytest.approx([0.0, 0.05, 0.15, 0.35, 0.75], abs=EPSILON)
+        assert watch.entered(State.CONNECTED)[1].at == pytest.approx(stopped_at + 0.75)
+
+
 async def test_flapping_connector_climbs_the_ladder(
     autojump_clock: trio.testing.MockClock, watch: Watch
 ) -> None:
@@ -287,7 +347,10 @@ async def test_flapping_connector_climbs_the_ladder(
     short-lived connections, so the redials slow down instead of hammering."""
     flaps = 5
     closed_at: list[float] = []
-    async with open_connector() as connector, open_relay(connector.url) as relay:
+    async with (
+        open_connector() as connector,
+        watch.open_relay(connector.url, config=EXACT) as relay,
+    ):
         with trio.fail_after(200):
             for n in range(1, flaps + 1):
                 session = await connector.wait_session(n)
@@ -295,13 +358,11 @@ async def test_flapping_connector_climbs_the_ladder(
                 await connector.close(1011, "flapping", session=session)
                 closed_at.append(trio.current_time())
             await connector.wait_session(flaps + 1)
-            await relay.wait_connected()
+            await watch.wait_state(State.CONNECTED, flaps + 1)
 
-        # Redial n (n >= 1) follows close n-1.
+        # Redial n (n >= 1) follows close n-1; none of the links was healthy.
         waits = [dial - closed for closed, dial in zip(closed_at, watch.dials[1:], strict=True)]
-        assert waits[0] == 0.0  # the first redial is immediate
-        for wait, ceiling in zip(waits[1:], LADDER, strict=False):
-            assert_waited(wait, ceiling)
+        assert waits == list(LADDER[:flaps])
         assert relay.stats.dials == flaps + 1
         assert relay.stats.drops["closed by peer"] == flaps
         assert relay.stats.last_close_code == 1011

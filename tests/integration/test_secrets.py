@@ -5,7 +5,8 @@ logger of the process (the relay's, the reference connector's, trio-websocket's 
 wsproto's) records at DEBUG: reconnects after a reset, a 4401 "expired", an upgrade
 refused with 4401, a failed dial, a failing handler, a malformed frame, caller mistakes,
 a revocation (4401 after the handshake, then the fresh token refused). Every bearer
-token the relay mints is recorded by wrapping ``mint_token``. Then neither the secret,
+token the relay mints is known: the relay's injected wall clock records each reading,
+and a token is a pure function of the credentials and that reading. Then neither the secret,
 nor any token, nor any token's signature may appear in:
 
 - any log record, formatted with its arguments, exception text and stack;
@@ -22,6 +23,7 @@ import base64
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,7 +31,6 @@ import trio
 import trio.testing
 
 import trio_relay
-import trio_relay._trio.relay as relay_module
 from trio_relay import (
     MessageEvent,
     Outcome,
@@ -38,7 +39,7 @@ from trio_relay import (
     State,
     UpgradeAuth,
 )
-from trio_relay._core.token import mint_token
+from trio_relay._core.token import mint_token, verify_token
 from trio_relay.testing import open_connector
 
 SECRET = "S3CRET-9f1c2e7a-never-print-me"
@@ -87,18 +88,26 @@ def everything() -> Iterator[Everything]:
             logger.setLevel(level)
 
 
-@pytest.fixture
-def minted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every token the relay mints, in order."""
-    tokens: list[str] = []
+class WallClock:
+    """The relay's wall clock (``time.time``), passed as ``RelayConfig(wall_clock=...)``.
 
-    def recording_mint(*args: Any, **kwargs: Any) -> str:
-        token = mint_token(*args, **kwargs)
-        tokens.append(token)
-        return token
+    The relay reads it once per token it mints, and a token is a pure function of the
+    credentials and that reading, so :meth:`tokens` gives every token it minted.
+    """
 
-    monkeypatch.setattr(relay_module, "mint_token", recording_mint)
-    return tokens
+    def __init__(self) -> None:
+        self.readings: list[float] = []
+
+    def __call__(self) -> float:
+        now = time.time()
+        self.readings.append(now)
+        return now
+
+    def tokens(self, auth: UpgradeAuth) -> list[str]:
+        return [
+            mint_token(auth.gateway_id, auth.secret, ttl=auth.token_ttl, now=now)
+            for now in self.readings
+        ]
 
 
 def forbidden(secrets: list[str], tokens: list[str]) -> list[str]:
@@ -124,10 +133,11 @@ async def eventually(condition: Any, seconds: float = 60) -> None:
 
 
 async def test_no_secret_or_token_leaks_through_a_full_life(
-    autojump_clock: trio.testing.MockClock, everything: Everything, minted: list[str]
+    autojump_clock: trio.testing.MockClock, everything: Everything
 ) -> None:
     auth = UpgradeAuth("gw", SECRET)
-    config = RelayConfig(close_timeout=0.2, max_message_bytes=4096)
+    clock, other_clock = WallClock(), WallClock()
+    config = RelayConfig(close_timeout=0.2, max_message_bytes=4096, wall_clock=clock)
     raised: list[BaseException] = []
     outcomes: list[Outcome] = []
     failed_once: set[str] = set()
@@ -195,10 +205,13 @@ async def test_no_secret_or_token_leaks_through_a_full_life(
 
         # A gateway with the wrong secret: refused at every upgrade.
         wrong = UpgradeAuth("gw", WRONG_SECRET)
-        async with trio_relay.open_relay(connector.url, auth=wrong, config=config) as other:
+        other_config = replace(config, wall_clock=other_clock)
+        async with trio_relay.open_relay(connector.url, auth=wrong, config=other_config) as other:
             await eventually(lambda: other.stats.dials >= 3)
             snapshots += [repr(other), repr(other.stats)]
 
+    minted = clock.tokens(auth) + other_clock.tokens(wrong)
+    assert verify_token(minted[0], {"gw": SECRET}, now=time.time()).ok  # real tokens
     assert len(minted) >= 8  # one per dial: several lives' worth of tokens
     # One token per dial that got as far as the upgrade (a refused TCP connect never
     # needs one).
@@ -263,16 +276,18 @@ async def test_a_connector_clock_off_by_less_than_the_ttl_accepts(
 
 
 async def test_a_clock_ahead_by_more_than_the_ttl_reads_expired_never_revoked(
-    autojump_clock: trio.testing.MockClock, minted: list[str]
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     """Beyond the TTL the connector closes 4401 "expired": the relay keeps dialling with
     backoff, each dial with a freshly minted token, and never counts it as revocation.
     Once the clocks agree again, the next dial connects. (A longer ``token_ttl`` is
     the remedy for clocks that drift this far.)"""
     clock = SkewedClock(400.0)
+    ours = WallClock()
+    config = replace(CONFIG, wall_clock=ours)
     async with (
         open_connector(secrets={"gw": SECRET}, clock=clock) as connector,
-        trio_relay.open_relay(connector.url, auth=AUTH, config=CONFIG) as relay,
+        trio_relay.open_relay(connector.url, auth=AUTH, config=config) as relay,
     ):
         await eventually(lambda: relay.stats.dials >= 4)
         assert relay.state is State.CONNECTING
@@ -281,7 +296,7 @@ async def test_a_clock_ahead_by_more_than_the_ttl_reads_expired_never_revoked(
         clock.skew = 0.0
         await relay.wait_connected(120)
         assert (await relay.request(SEND)).success
-    assert len(minted) == relay.stats.dials  # one token per dial
+    assert len(ours.readings) == relay.stats.dials  # one token per dial
 
 
 async def test_a_longer_ttl_rides_out_the_same_skew(

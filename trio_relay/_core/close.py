@@ -34,6 +34,10 @@ class ConnectionEnd:
     far as a WebSocket). ``by_us`` is true when the relay itself ended it on purpose.
     ``had_handshake`` is true once at least one descriptor arrived; ``up_for`` is how
     long it served after its handshake (``None``: it never did).
+
+    A dial refused at the HTTP upgrade carries its ``http_status`` and, when the server
+    sent one, ``retry_after`` (seconds). ``advice`` is set for a failure a person should
+    look at (it is logged at WARNING): what to check, in plain words.
     """
 
     cause: str
@@ -42,6 +46,20 @@ class ConnectionEnd:
     by_us: bool = False
     had_handshake: bool = False
     up_for: float | None = None
+    http_status: int | None = None
+    retry_after: float | None = None
+    advice: str | None = None
+
+    @property
+    def auth_refused(self) -> bool:
+        """The connector refused our credentials (a 4401, or HTTP 401/403 at upgrade)."""
+        return self.code == AUTH_CLOSE_CODE
+
+    @property
+    def asks_for_patience(self) -> bool:
+        """An HTTP answer that means "not now": 408, 429 or any 5xx at the upgrade."""
+        status = self.http_status
+        return status is not None and (status in (408, 429) or 500 <= status <= 599)
 
 
 def classify(end: ConnectionEnd, *, fresh_token_redial: bool = False) -> Verdict:

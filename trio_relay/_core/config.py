@@ -6,7 +6,10 @@ deliberately improves on them (each such default says why). Sans-I/O: no Trio.
 
 from __future__ import annotations
 
+import random
 import ssl
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +56,11 @@ class RelayConfig:
       received for ``ping_timeout``. Any byte is proof of life, so a busy peer is never
       dropped for a late pong. Defaults 10 s / 40 s find a dead peer within 40 s, where
       the replaced design (30 s / 60 s, pong-only) took about 90 s.
-    - ``backoff_*``: see :class:`trio_relay._core.backoff.Backoff`; the first redial after a
-      stable connection is immediate (``backoff_first_delay``), then 1 → 30 s.
+    - ``backoff_*``: see :class:`trio_relay._core.backoff.Backoff`. A link that served
+      ``backoff_stable_after`` seconds after its handshake is redialled after
+      ``backoff_first_delay`` (0: at once) when it drops, and refused dials after it
+      retry within about 50 to 400 ms; everything else waits uniform in [d/2, d], ``d``
+      doubling from ``backoff_initial`` to ``backoff_max``.
     - ``dormant_redial_delay``: the first redial after :meth:`Relay.go_dormant`.
     - ``drain_timeout``: how long leaving ``open_relay`` waits for in-flight requests.
     - ``close_timeout``: how long the WebSocket closing handshake may take.
@@ -72,7 +78,11 @@ class RelayConfig:
     backoff_initial: float = 1.0
     backoff_max: float = 30.0
     backoff_first_delay: float = 0.0
-    backoff_reset_after: float = 60.0
+    backoff_stable_after: float = 5.0
+    """A link that served this long after its handshake was healthy: when it drops the
+    ladder starts afresh and the first redial waits only ``backoff_first_delay``.
+    Younger links are flapping and climb the ladder. (Replaces ``backoff_reset_after``,
+    60 s, which also counted links that never completed a handshake.)"""
     dormant_redial_delay: float = 1.0
     drain_timeout: float = 5.0
     close_timeout: float = 1.0
@@ -104,6 +114,13 @@ class RelayConfig:
     """Size cap of ``relay.media`` uploads and downloads (the connector's is 25 MB)."""
     media_stall_timeout: float = 30.0
     """A media transfer that moves no byte for this long is abandoned."""
+    wall_clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
+    """Unix time in seconds, read when a bearer token is minted (once per dial). Tests
+    and clock-skew experiments pass their own."""
+    rng: random.Random | None = field(default=None, repr=False, compare=False)
+    """The one random source of a relay (backoff jitter and anything else random);
+    ``None``: a fresh ``random.Random()`` per relay. Pass a seeded one for exact,
+    repeatable delays in tests."""
 
     def __post_init__(self) -> None:
         positive = (
@@ -132,7 +149,7 @@ class RelayConfig:
             "backoff_initial",
             "backoff_max",
             "backoff_first_delay",
-            "backoff_reset_after",
+            "backoff_stable_after",
             "dormant_redial_delay",
         )
         for name in non_negative:

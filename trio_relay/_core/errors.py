@@ -14,3 +14,16 @@ class RelayClosed(RelayError):
 
 class RelayRevoked(RelayError):
     """The connector revoked this gateway's credentials; the relay stopped dialling."""
+
+
+class InsecureURLError(ValueError):
+    """A plaintext ``ws://`` URL to a host that is not loopback, without an explicit
+    opt-in: the upgrade token would travel in the clear."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(
+            f"refusing plaintext ws:// to {host!r}: the upgrade token would travel in the "
+            "clear. Use https:// or wss://, or set RelayConfig(allow_insecure=True) if the "
+            "network is trusted"
+        )
+        self.host = host

@@ -22,6 +22,8 @@ class RelayStats:
     drops: Counter[str] = field(default_factory=Counter)
     last_close_code: int | None = None
     last_close_reason: str | None = None
+    last_end_cause: str | None = None
+    """How the last link or dial ended, in words (``"closed by peer"``, ...)."""
     ping_rtt: float | None = None
     requests: Counter[str] = field(default_factory=Counter)
     frames_received: int = 0

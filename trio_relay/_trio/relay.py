@@ -1,58 +1,43 @@
-"""The relay client: ``open_relay`` and the :class:`Relay` handle it yields.
+"""The :class:`Relay` handle that ``open_relay`` (``lifetime.py``) yields.
 
-One nursery owns the client's whole life::
-
-    open_relay()                    relay nursery
-     ├── supervisor                 dial → handshake → serve → classify → back off → dial
-     │    └── connection nursery    reader, writer, pinger (see _connection.py)
-     └── inbound pipeline           handlers, never on the reader (see _inbound.py)
-
-Leaving the ``async with`` block stops new requests, drains in-flight ones for at most
-``drain_timeout``, closes the socket with 1000 and cancels the rest, so no task outlives
-the block.
+The relay's state and every decision about redialling belong to the pure
+``_core/lifecycle.py``; ``supervisor.py`` carries them out; this module is the handle:
+requests, pings, going idle or dormant, the state API, and the hooks each connection
+calls as it opens, comes up and ends.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import random
 import secrets
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import trio
 
 from .._core import outcome as _outcome
 from .._core.backoff import Backoff
-from .._core.close import NORMAL_CLOSE_CODE, Verdict, classify
+from .._core.close import NORMAL_CLOSE_CODE, ConnectionEnd
 from .._core.codec import encode_frame, encode_line
 from .._core.config import Identity, RelayConfig, UpgradeAuth
 from .._core.descriptor import Descriptor
-from .._core.errors import RelayClosed, RelayRevoked
+from .._core.errors import InsecureURLError
 from .._core.frames import FrameError, Interrupt
-from .._core.media import ConnectorRoutes
+from .._core.lifecycle import AUTH_ADVICE, Change, Lifecycle
 from .._core.outcome import Outcome
-from .._core.policy import RelevancePolicy
 from .._core.state import State
 from .._core.stats import RelayStats
-from .._core.token import mint_token
 from .._core.url import normalize_url
 from .acks import TrackedAck
 from .connection import Connection
-from .connector_http import ConnectorHttp
 from .dial import Endpoint
-from .inbound import (
-    DeadLetterHandler,
-    InboundPipeline,
-    InterruptHandler,
-    MessageHandler,
-    PassthroughHandler,
-)
-from .media import RelayMedia, with_media_downloads
-from .policy import declare_policy
-from .serve import ConnectionHooks, serve_connection
+from .inbound import InboundPipeline
+from .media import RelayMedia
+from .serve import ConnectionHooks
+from .states import StateChanges, StateFeed
+from .supervisor import Supervisor, token_minter
 
 logger = logging.getLogger("trio_relay")
 
@@ -82,57 +67,95 @@ class Relay:
         self.url = str(self._endpoint) + self._endpoint.resource.split("?")[0]
         """The URL dialled, without user info or query (either may hold a secret)."""
         if not (self._endpoint.secure or self._endpoint.is_loopback or config.allow_insecure):
-            raise ValueError(
-                f"refusing plaintext ws:// to {self._endpoint.host!r}: the upgrade token "
-                "would travel in the clear. Use https:// or wss://, or set "
-                "RelayConfig(allow_insecure=True) if the network is trusted"
-            )
+            raise InsecureURLError(self._endpoint.host)
         if not identities:
             raise ValueError("identities must name at least one Identity")
         self._identities = list(identities)
         self._bot_ids = {identity.platform: identity.bot_id for identity in identities}
-        self._auth = auth
         self._config = config
         self._pipeline = pipeline
         self._last_ack: TrackedAck | None = None
         self.stats = stats
-        self._state = State.CONNECTING
-        self._state_changed = trio.Event()
         self._conn: Connection | None = None
         """The connection requests go to: open, handshake done."""
         self._newest: Connection | None = None
         """The newest open connection, handshake done or not (acks may use it)."""
-        self._closing = False
         self.descriptors: dict[str, Descriptor] = {}
         self.default_platform: str | None = None
         self._id_prefix = secrets.token_hex(4)
         self._ids = itertools.count()
-        self._backoff = Backoff(
+        backoff = Backoff(
             initial=config.backoff_initial,
             maximum=config.backoff_max,
             first_delay=config.backoff_first_delay,
-            reset_after=config.backoff_reset_after,
+            stable_after=config.backoff_stable_after,
+            rng=config.rng or random.Random(),
         )
-        self._dormant_requested = False
+        self._lifecycle = Lifecycle(backoff, dormant_redial_delay=config.dormant_redial_delay)
+        self._feed = StateFeed(self._lifecycle.state)
+        self._mint = token_minter(auth, config.wall_clock)
+        """A fresh bearer token per call: each dial, and each HTTP route request."""
+        self._supervisor = Supervisor(
+            lifecycle=self._lifecycle,
+            publish=self._publish,
+            endpoint=self._endpoint,
+            config=config,
+            stats=stats,
+            identities=self._identities,
+            mint=self._mint,
+            hooks=ConnectionHooks(
+                on_open=self._connection_opened,
+                on_up=self._connection_up,
+                on_end=self._connection_ended,
+                on_inbound=pipeline.submit,
+            ),
+        )
 
     def __repr__(self) -> str:
-        return f"<Relay {self._endpoint} state={self._state.value}>"
+        return f"<Relay {self._endpoint} state={self.state.value}>"
 
     # --- state -----------------------------------------------------------------------
 
     @property
     def state(self) -> State:
-        return self._state
+        return self._lifecycle.state
 
-    def _set_state(self, state: State, cause: str) -> None:
-        if state is self._state:
+    @property
+    def _closing(self) -> bool:
+        return self._lifecycle.closing
+
+    def _publish(self, change: Change | None) -> None:
+        if change is None:
             return
         logger.info(
-            "relay %s: %s -> %s (%s)", self._endpoint, self._state.value, state.value, cause
+            "relay %s: %s -> %s (%s)",
+            self._endpoint,
+            change.old.value,
+            change.new.value,
+            change.cause,
         )
-        self._state = state
-        self._state_changed.set()
-        self._state_changed = trio.Event()
+        self._feed.publish(change)
+
+    def state_changes(self) -> StateChanges:
+        """Every state change from now on, as ``(old, new, cause)``::
+
+            async for old, new, cause in relay.state_changes():
+                ...
+
+        Each call is a subscriber of its own; it ends after the change into ``CLOSED``.
+        Publishing never waits for a subscriber: one that falls more than 64 changes
+        behind loses the oldest, and the next change it reads starts from the state it
+        last saw, with a cause saying how many it missed.
+        """
+        return self._feed.subscribe()
+
+    async def wait_state(self, *states: State, timeout: float | None = None) -> State:
+        """Wait until the relay is in one of ``states`` (at once if it is); returns it.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds, and :class:`RelayRevoked` or
+        :class:`RelayClosed` as soon as none of ``states`` can be reached any more.
+        """
+        return await self._feed.wait_for(frozenset(states), timeout)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until a connection is up (handshake done).
@@ -140,25 +163,23 @@ class Relay:
         Raises ``TimeoutError`` after ``timeout`` seconds, :class:`RelayRevoked` if the
         connector revoked us, :class:`RelayClosed` once the relay is closed.
         """
-        with trio.move_on_after(timeout if timeout is not None else float("inf")):
-            while self._state is not State.CONNECTED:
-                self._raise_if_terminal()
-                await self._state_changed.wait()
-            return
-        self._raise_if_terminal()
-        raise TimeoutError(
-            f"relay not connected within {timeout:g} s (state {self._state.value}, last close "
-            f"code {self.stats.last_close_code}); check the URL and that the connector is up"
-        )
+        try:
+            await self._feed.wait_for(frozenset({State.CONNECTED}), timeout)
+        except TimeoutError:
+            raise TimeoutError(self._not_connected_text(timeout)) from None
 
-    def _raise_if_terminal(self) -> None:
-        if self._state is State.REVOKED:
-            raise RelayRevoked(
-                "the connector revoked this gateway's credentials; issue new ones and open "
-                "a new relay"
-            )
-        if self._state is State.CLOSED:
-            raise RelayClosed("the relay is closed; open a new one")
+    def _not_connected_text(self, timeout: float | None) -> str:
+        end = self._lifecycle.last_end
+        head = f"relay not connected within {timeout:g} s (state {self.state.value}"
+        if end is None:
+            return f"{head}, no attempt has ended yet); check that the connector is up"
+        if end.auth_refused:
+            close = f"{end.code} {end.reason or ''}".rstrip()
+            return f"{head}, last close {close}); {AUTH_ADVICE}"
+        return (
+            f"{head}, last attempt: {end.cause}); check the URL {self.url} and that the "
+            "connector is up"
+        )
 
     # --- requests --------------------------------------------------------------------
 
@@ -237,7 +258,7 @@ class Relay:
         if conn is None and wait_connected:
             with trio.move_on_at(deadline):
                 while self._conn is None and self._refusal() is None:
-                    await self._state_changed.wait()
+                    await self._feed.changed()
             refusal = self._refusal()
             if refusal is not None:
                 return refusal
@@ -245,7 +266,7 @@ class Relay:
             if conn is None:
                 return _outcome.timed_out(timeout, written=False)
         if conn is None:
-            return _outcome.not_connected(self._state.value)
+            return _outcome.not_connected(self.state.value)
         descriptor = self.descriptors.get(platform or self.default_platform or "")
         if descriptor is not None and not descriptor.supports(op):
             return _outcome.unsupported_op(op, descriptor.platform)
@@ -255,7 +276,7 @@ class Relay:
         """The outcome for a request the relay will not even try to send, if any."""
         if self._closing:
             return _outcome.closing()
-        if self._state is State.REVOKED:
+        if self.state is State.REVOKED:
             return _outcome.revoked()
         return None
 
@@ -268,7 +289,7 @@ class Relay:
         """
         conn = self._conn
         if conn is None:
-            raise ConnectionError(f"relay not connected (state {self._state.value})")
+            raise ConnectionError(f"relay not connected (state {self.state.value})")
         limit = self._config.ping_timeout if timeout is None else timeout
         with trio.move_on_after(limit):
             rtt = await conn.ping()
@@ -305,7 +326,7 @@ class Relay:
         conn = self._conn
         if conn is None or not await self.go_idle(timeout) or not conn.is_open:
             return False
-        self._dormant_requested = True
+        self._lifecycle.dormant_requested = True
         await conn.close(NORMAL_CLOSE_CODE, "dormant", "went dormant", by_us=True)
         return True
 
@@ -322,62 +343,7 @@ class Relay:
         self.stats.acks_sent += 1
         return True
 
-    # --- supervisor ------------------------------------------------------------------
-
-    async def _supervise(self) -> None:
-        fresh_token_redial = False
-        hooks = ConnectionHooks(
-            on_open=self._connection_opened,
-            on_up=self._connection_up,
-            on_end=self._connection_ended,
-            on_inbound=self._pipeline.submit,
-        )
-        while not self._closing:
-            end = await serve_connection(
-                endpoint=self._endpoint,
-                config=self._config,
-                stats=self.stats,
-                identities=self._identities,
-                mint_token=self._mint,
-                hooks=hooks,
-            )
-            if end.up_for is not None:
-                self._backoff.connection_ended(end.up_for)
-            if self._closing:
-                return
-            # Only our own close of this connection is the dormant one: a drop that beat
-            # go_dormant's close to it is an ordinary drop.
-            dormant, self._dormant_requested = self._dormant_requested and end.by_us, False
-            if dormant:
-                # A deliberate close: not a failure, so the ladder starts afresh.
-                fresh_token_redial = False
-                self._backoff.reset()
-                await trio.sleep(self._config.dormant_redial_delay)
-                continue
-            # Whether this connection was the one redial after a first 4401 strike is
-            # the supervisor's knowledge; the close rules need it with the end.
-            verdict = classify(end, fresh_token_redial=fresh_token_redial)
-            fresh_token_redial = verdict is Verdict.FRESH_TOKEN_REDIAL
-            if verdict is Verdict.REVOKED:
-                self._set_state(State.REVOKED, f"connector refused a fresh token ({end.reason})")
-                return
-            if fresh_token_redial:
-                delay = 0.0
-                self._set_state(
-                    State.RECONNECTING, "4401 after handshake; one redial with a fresh token"
-                )
-            else:
-                delay = self._backoff.next_delay()
-                if self._state is not State.CONNECTING:
-                    self._set_state(State.RECONNECTING, f"redial in {delay:.3g} s")
-            await trio.sleep(delay)
-
-    def _mint(self) -> str | None:
-        # A fresh token for every dial: one minted before a long suspend would be stale.
-        auth = self._auth
-        if auth is None:
-            return None
-        return mint_token(auth.gateway_id, auth.secret, ttl=auth.token_ttl, now=time.time())
+    # --- connection hooks (called synchronously by the connection) ----------------
 
     def _connection_opened(self, conn: Connection) -> None:
         self._newest = conn
@@ -396,30 +362,29 @@ class Relay:
         self.default_platform = next(iter(descriptors), None)
         self.stats.connects += 1
         self._conn = conn
-        self._set_state(State.CONNECTED, f"handshake done, platforms {sorted(descriptors)}")
+        self._publish(self._lifecycle.link_up(f"handshake done, platforms {sorted(descriptors)}"))
 
     def _connection_ended(self, conn: Connection) -> None:
         # Called synchronously by whichever task saw the end, so that requests made
         # from now on fail at once instead of queueing on a dead socket.
-        info = conn.end_info
-        assert info is not None
-        if not info.by_us:
-            self.stats.drops[info.cause.split(":")[0]] += 1
-        self.stats.last_close_code = info.code
-        self.stats.last_close_reason = info.reason
+        end: ConnectionEnd | None = conn.end_info
+        assert end is not None
+        if not end.by_us:
+            self.stats.drops[end.cause.split(":")[0]] += 1
+        self.stats.last_close_code = end.code
+        self.stats.last_close_reason = end.reason
         if self._newest is conn:
             self._newest = None
         if self._conn is conn:
             self._conn = None
-            if self._dormant_requested and info.by_us:
-                self._set_state(State.DORMANT, "went dormant; redial armed")
-            elif not self._closing:
-                self._set_state(State.RECONNECTING, info.cause)
+            self._publish(self._lifecycle.link_lost(end))
 
     # --- shutdown --------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
-        self._closing = True
+        # Closing first: requests made from now on are refused, and the connection's
+        # end below changes no state but CLOSED.
+        self._lifecycle.closing = True
         conn = self._conn or self._newest  # one still in its handshake is closed too
         # Requests and running handlers share one drain bound; a handler's ack needs
         # the socket, so the drain comes before the close.
@@ -435,7 +400,11 @@ class Relay:
                 with trio.move_on_after(self._config.close_timeout):
                     await last_ack.written.wait()
             await conn.close(NORMAL_CLOSE_CODE, "gateway closing", "closed by us", by_us=True)
-        self._set_state(State.CLOSED, "relay closed")
+        self._closed()
+
+    def _closed(self) -> None:
+        if self.state is not State.CLOSED:
+            self._publish(self._lifecycle.close())
 
 
 def _outcome_label(outcome: Outcome) -> str:
@@ -444,100 +413,3 @@ def _outcome_label(outcome: Outcome) -> str:
     if outcome.code in _outcome.GATEWAY_CODES:
         return outcome.code
     return "failed"  # the connector answered with a refusal
-
-
-@asynccontextmanager
-async def open_relay(
-    url: str,
-    *,
-    identities: Sequence[Identity] | None = None,
-    auth: UpgradeAuth | None = None,
-    on_message: MessageHandler | None = None,
-    on_interrupt: InterruptHandler | None = None,
-    on_passthrough: PassthroughHandler | None = None,
-    on_dead_letter: DeadLetterHandler | None = None,
-    config: RelayConfig | None = None,
-    policy: RelevancePolicy | None = None,
-) -> AsyncIterator[Relay]:
-    """Open a relay to the connector at ``url`` for the duration of the block.
-
-    Returns at once; the first dial happens in the background (``await
-    relay.wait_connected()`` to wait for it). Leaving the block drains in-flight
-    requests for at most ``config.drain_timeout`` seconds, closes the socket with 1000 and
-    cancels everything else: no task outlives it. An exception raised in the block comes
-    out as itself, not wrapped in an exception group.
-
-    ``policy`` (a :class:`RelevancePolicy`) is declared to the connector once, after
-    the first handshake (``POST /relay/policy``); a failure is logged as a warning and
-    the relay runs on; an all-default policy is not sent.
-    """
-    config = config or RelayConfig()
-    stats = RelayStats()
-    relay: Relay | None = None
-
-    def send_ack(buffer_id: str) -> bool:
-        return relay is not None and relay._send_ack(buffer_id)
-
-    # The connector's HTTP routes (media, policy), minting a fresh token per request.
-    routes_http = ConnectorHttp(
-        ConnectorRoutes.from_relay_url(url),
-        lambda: relay._mint() if relay is not None else None,
-        config,
-    )
-    media = RelayMedia(routes_http, config)
-    if config.download_media and on_message is not None:
-        on_message = with_media_downloads(on_message, media)
-
-    pipeline = InboundPipeline(
-        config=config,
-        stats=stats,
-        on_message=on_message,
-        on_interrupt=on_interrupt,
-        on_passthrough=on_passthrough,
-        on_dead_letter=on_dead_letter,
-        send_ack=send_ack,
-        namespace=auth.gateway_id if auth is not None else "",
-    )
-    relay = Relay(
-        url,
-        identities=identities if identities is not None else [Identity("relay", "")],
-        auth=auth,
-        config=config,
-        pipeline=pipeline,
-        stats=stats,
-    )
-    relay.media = media
-    try:
-        async with trio.open_nursery() as nursery:
-            # Our tasks are shielded from a cancellation of the caller's scope until
-            # _shutdown is over: the drain and the closing handshake need the reader.
-            shields = [trio.CancelScope(shield=True) for _ in range(2)]
-
-            async def shielded(scope: trio.CancelScope, task: Callable[[], Awaitable[Any]]) -> None:
-                with scope:
-                    await task()
-
-            nursery.start_soon(shielded, shields[0], pipeline.run)
-            nursery.start_soon(shielded, shields[1], relay._supervise)
-            if policy is not None:
-                nursery.start_soon(declare_policy, relay, routes_http, policy)
-            try:
-                yield relay
-            finally:
-                with trio.CancelScope(shield=True):
-                    with trio.move_on_after(config.drain_timeout + config.close_timeout + 1):
-                        await relay._shutdown()
-                    with trio.move_on_after(config.close_timeout):
-                        await routes_http.aclose()
-                for scope in shields:
-                    scope.cancel()
-                nursery.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # Our own tasks do not raise, so a group here wraps the block's exception (or
-        # a bug of ours): hand it over as itself.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
-    finally:
-        if relay._state is not State.CLOSED:
-            relay._set_state(State.CLOSED, "relay closed")

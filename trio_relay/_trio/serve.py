@@ -1,6 +1,6 @@
 """One connection's life: dial, upgrade, handshake, serve until it ends.
 
-The supervisor loop (in ``_relay.py``) calls :func:`serve_connection` once per dial and
+The supervisor loop (``supervisor.py``) calls :func:`serve_connection` once per dial and
 decides from the returned :class:`ConnectionEnd` what to do next; this module knows
 nothing of backoff or revocation. The connection nursery opened here holds
 trio-websocket's reader and our reader, writer and pinger, and is cancelled as a whole
@@ -129,7 +129,7 @@ def _dial_failed(
     stats.dial_failures += 1
     stats.last_close_code = code
     stats.last_close_reason = reason
-    logger.info("relay %s: dial failed: %s", endpoint, cause)
+    # Not logged here: the supervisor logs each failed dial once, with its next attempt.
     return ConnectionEnd(cause, code, reason)
 
 

@@ -1,0 +1,164 @@
+"""``open_relay``: one nursery for the client's whole life, and what leaves it.
+
+::
+
+    open_relay()                    relay nursery
+     ├── supervisor                 dial → serve → ask the lifecycle → wait → dial
+     │    └── connection nursery    reader, writer, pinger (see connection.py)
+     └── inbound pipeline           handlers, never on the reader (see inbound.py)
+
+Leaving the ``async with`` block stops new requests, drains in-flight ones for at most
+``drain_timeout``, closes the socket with 1000 and cancels the rest, so no task outlives
+the block. What the block raised comes out exactly as raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.media import ConnectorRoutes
+from .._core.policy import RelevancePolicy
+from .._core.stats import RelayStats
+from .connector_http import ConnectorHttp
+from .inbound import (
+    DeadLetterHandler,
+    InboundPipeline,
+    InterruptHandler,
+    MessageHandler,
+    PassthroughHandler,
+)
+from .media import RelayMedia, with_media_downloads
+from .policy import declare_policy
+from .relay import Relay
+
+
+@asynccontextmanager
+async def open_relay(
+    url: str,
+    *,
+    identities: Sequence[Identity] | None = None,
+    auth: UpgradeAuth | None = None,
+    on_message: MessageHandler | None = None,
+    on_interrupt: InterruptHandler | None = None,
+    on_passthrough: PassthroughHandler | None = None,
+    on_dead_letter: DeadLetterHandler | None = None,
+    config: RelayConfig | None = None,
+    policy: RelevancePolicy | None = None,
+) -> AsyncIterator[Relay]:
+    """Open a relay to the connector at ``url`` for the duration of the block.
+
+    Returns at once; the first dial happens in the background (``await
+    relay.wait_connected()`` to wait for it). Leaving the block drains in-flight
+    requests for at most ``config.drain_timeout`` seconds, closes the socket with 1000 and
+    cancels everything else: no task outlives it. An exception raised in the block comes
+    out as itself, not wrapped in an exception group.
+
+    ``policy`` (a :class:`RelevancePolicy`) is declared to the connector once, after
+    the first handshake (``POST /relay/policy``); a failure is logged as a warning and
+    the relay runs on; an all-default policy is not sent.
+    """
+    config = config or RelayConfig()
+    stats = RelayStats()
+    relay: Relay | None = None
+
+    def send_ack(buffer_id: str) -> bool:
+        return relay is not None and relay._send_ack(buffer_id)
+
+    # The connector's HTTP routes (media, policy), minting a fresh token per request.
+    routes_http = ConnectorHttp(
+        ConnectorRoutes.from_relay_url(url),
+        lambda: relay._mint() if relay is not None else None,
+        config,
+    )
+    media = RelayMedia(routes_http, config)
+    if config.download_media and on_message is not None:
+        on_message = with_media_downloads(on_message, media)
+
+    pipeline = InboundPipeline(
+        config=config,
+        stats=stats,
+        on_message=on_message,
+        on_interrupt=on_interrupt,
+        on_passthrough=on_passthrough,
+        on_dead_letter=on_dead_letter,
+        send_ack=send_ack,
+        namespace=auth.gateway_id if auth is not None else "",
+    )
+    relay = Relay(
+        url,
+        identities=identities if identities is not None else [Identity("relay", "")],
+        auth=auth,
+        config=config,
+        pipeline=pipeline,
+        stats=stats,
+    )
+    relay.media = media
+    raised_in_block: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            # Our tasks are shielded from a cancellation of the caller's scope until
+            # _shutdown is over: the drain and the closing handshake need the reader.
+            shields = [trio.CancelScope(shield=True) for _ in range(2)]
+
+            async def shielded(scope: trio.CancelScope, task: Callable[[], Awaitable[Any]]) -> None:
+                with scope:
+                    await task()
+
+            nursery.start_soon(shielded, shields[0], pipeline.run)
+            nursery.start_soon(shielded, shields[1], relay._supervisor.run)
+            if policy is not None:
+                nursery.start_soon(declare_policy, relay, routes_http, policy)
+            try:
+                yield relay
+            except BaseException as exc:
+                raised_in_block = exc
+                raise
+            finally:
+                with trio.CancelScope(shield=True):
+                    with trio.move_on_after(config.drain_timeout + config.close_timeout + 1):
+                        await relay._shutdown()
+                    with trio.move_on_after(config.close_timeout):
+                        await routes_http.aclose()
+                for scope in shields:
+                    scope.cancel()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        escaped = _as_raised(group, raised_in_block)
+        if escaped is None:
+            raise
+    else:
+        escaped = None
+    finally:
+        relay._closed()
+    if escaped is not None:
+        # Raised here, outside the except clause: raising it inside would make the
+        # group its __context__, overwriting whatever the block had chained to it.
+        raise escaped
+
+
+def _as_raised(
+    group: BaseExceptionGroup[BaseException], raised_in_block: BaseException | None
+) -> BaseException | None:
+    """What should leave ``open_relay`` in place of ``group``, if not the group itself.
+
+    Our own tasks raise nothing but KeyboardInterrupt or SystemExit (a handler raised
+    it): that one comes out as itself, since the caller asked to stop. Otherwise a group
+    of one wraps the block's own exception, which comes out as the very object raised:
+    the nursery's cancel scope hands us a *copy* of a group the block raised (it splits
+    Cancelled out of it), so the block's exception is kept aside as it passes.
+    """
+    stop: BaseException | None = group.split((KeyboardInterrupt, SystemExit))[0]
+    # split() copies the groups around them, never the leaves: this is the raised one.
+    while isinstance(stop, BaseExceptionGroup):
+        stop = stop.exceptions[0]
+    if stop is not None:
+        return stop
+    if len(group.exceptions) == 1:
+        sole: BaseException = group.exceptions[0]
+        return sole if raised_in_block is None else raised_in_block
+    return None

@@ -1,0 +1,124 @@
+"""State changes as an API: ``Relay.state_changes()`` and ``Relay.wait_state()``.
+
+Each subscriber gets every change from the moment it subscribed, in order, as
+``(old, new, cause)``. Publishing never waits for a subscriber: each one has a bounded
+buffer (:data:`BUFFERED_CHANGES`). A subscriber that falls further behind loses the
+*oldest* changes it has not read, and the next change it reads is stitched to the last
+one it saw — its ``old`` is the state that subscriber last saw and its cause starts with
+``"missed N state changes; "`` — so every subscriber's sequence stays a chain
+(``old`` of each item equals ``new`` of the one before) and ends with the relay's
+current state. The iterator finishes after it has yielded the change into ``CLOSED``.
+"""
+
+from __future__ import annotations
+
+import collections
+import weakref
+from collections.abc import AsyncIterator
+
+import trio
+
+from .._core.errors import RelayClosed, RelayRevoked
+from .._core.lifecycle import Change, reachable
+from .._core.state import State
+
+BUFFERED_CHANGES = 64
+"""Changes kept for a subscriber that is not reading; older ones are dropped."""
+
+
+class StateChanges(AsyncIterator[tuple[State, State, str]]):
+    """One subscriber's view: ``async for old, new, cause in relay.state_changes()``."""
+
+    def __init__(self, feed: StateFeed, maxlen: int) -> None:
+        self._pending: collections.deque[Change] = collections.deque()
+        self._maxlen = maxlen
+        self._missed = 0
+        self._seen = feed.state
+        self._wakeup = trio.Event()
+        self._done = feed.state is State.CLOSED
+        self._feed = feed
+
+    def _push(self, change: Change) -> None:
+        if len(self._pending) >= self._maxlen:
+            self._pending.popleft()
+            self._missed += 1
+        self._pending.append(change)
+        self._wakeup.set()
+
+    def close(self) -> None:
+        """Stop receiving changes (also happens when the iterator is garbage)."""
+        self._feed._subscribers.discard(self)
+        self._done = True
+        self._wakeup.set()
+
+    def __aiter__(self) -> StateChanges:
+        return self
+
+    async def __anext__(self) -> tuple[State, State, str]:
+        while not self._pending:
+            if self._done:
+                raise StopAsyncIteration
+            self._wakeup = trio.Event()
+            await self._wakeup.wait()
+        change = self._pending.popleft()
+        cause = change.cause
+        if self._missed:
+            cause = f"missed {self._missed} state changes; {cause}"
+            self._missed = 0
+        old, self._seen = self._seen, change.new
+        if change.new is State.CLOSED:
+            self.close()
+        return old, change.new, cause
+
+
+class StateFeed:
+    """The relay's current state and its subscribers."""
+
+    def __init__(self, state: State, *, maxlen: int = BUFFERED_CHANGES) -> None:
+        self.state = state
+        self._maxlen = maxlen
+        self._subscribers: weakref.WeakSet[StateChanges] = weakref.WeakSet()
+        self._changed = trio.Event()
+
+    def publish(self, change: Change) -> None:
+        self.state = change.new
+        for subscriber in list(self._subscribers):
+            subscriber._push(change)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def subscribe(self) -> StateChanges:
+        subscriber = StateChanges(self, self._maxlen)
+        if not subscriber._done:
+            self._subscribers.add(subscriber)
+        return subscriber
+
+    async def changed(self) -> None:
+        """Wait for the next change of state."""
+        await self._changed.wait()
+
+    async def wait_for(self, states: frozenset[State], timeout: float | None) -> State:
+        """Wait until the state is one of ``states``; see :meth:`Relay.wait_state`."""
+        if not states:
+            raise ValueError("wait_state needs at least one State")
+        with trio.move_on_after(float("inf") if timeout is None else timeout):
+            while self.state not in states:
+                self.raise_if_unreachable(states)
+                await self._changed.wait()
+            return self.state
+        self.raise_if_unreachable(states)
+        wanted = ", ".join(sorted(s.value for s in states))
+        raise TimeoutError(
+            f"relay not {wanted} within {timeout:g} s (state {self.state.value})"
+        )
+
+    def raise_if_unreachable(self, states: frozenset[State]) -> None:
+        """Raise if the relay can never reach any of ``states`` from where it is."""
+        if reachable(self.state) & states:
+            return
+        if self.state is State.REVOKED:
+            raise RelayRevoked(
+                "the connector revoked this gateway's credentials; issue new ones and open "
+                "a new relay"
+            )
+        raise RelayClosed("the relay is closed; open a new one")

@@ -1,0 +1,90 @@
+"""The redial loop: dial → serve → ask the lifecycle → wait → dial.
+
+Every decision (redial or stop, how long to wait, which state follows, what to log and
+at which level) is :class:`~trio_relay._core.lifecycle.Lifecycle`'s; this loop carries
+them out: it serves one link at a time through :func:`serve_connection`, sleeps the
+delay it is given, publishes the state changes and writes the log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import trio
+
+from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.lifecycle import Change, Lifecycle, Redial
+from .._core.state import State
+from .._core.stats import RelayStats
+from .._core.token import mint_token
+from .dial import Endpoint
+from .serve import ConnectionHooks, serve_connection
+
+logger = logging.getLogger("trio_relay")
+
+
+def token_minter(
+    auth: UpgradeAuth | None, wall_clock: Callable[[], float]
+) -> Callable[[], str | None]:
+    """A fresh bearer token per call (``None`` without credentials): one minted before a
+    long suspend would be stale by the next dial."""
+
+    def mint() -> str | None:
+        if auth is None:
+            return None
+        return mint_token(auth.gateway_id, auth.secret, ttl=auth.token_ttl, now=wall_clock())
+
+    return mint
+
+
+class Supervisor:
+    def __init__(
+        self,
+        *,
+        lifecycle: Lifecycle,
+        publish: Callable[[Change | None], None],
+        endpoint: Endpoint,
+        config: RelayConfig,
+        stats: RelayStats,
+        identities: Sequence[Identity],
+        mint: Callable[[], str | None],
+        hooks: ConnectionHooks,
+    ) -> None:
+        self._lifecycle = lifecycle
+        self._publish = publish
+        self._endpoint = endpoint
+        self._config = config
+        self._stats = stats
+        self._identities = identities
+        self._mint = mint
+        self._hooks = hooks
+
+    async def run(self) -> None:
+        """Dial until the lifecycle says stop (revoked, or the relay is closing)."""
+        lifecycle = self._lifecycle
+        while not lifecycle.closing:
+            end = await serve_connection(
+                endpoint=self._endpoint,
+                config=self._config,
+                stats=self._stats,
+                identities=self._identities,
+                mint_token=self._mint,
+                hooks=self._hooks,
+            )
+            self._stats.last_end_cause = end.cause
+            step, changes = lifecycle.after(end)
+            for change in changes:
+                self._publish(change)
+            if not isinstance(step, Redial):
+                if step.state is State.REVOKED:
+                    logger.warning("relay %s: %s; not dialling again", self._endpoint, step.cause)
+                return
+            logger.log(
+                logging.WARNING if step.warn else logging.INFO,
+                "relay %s: %s; next attempt in %.3g s",
+                self._endpoint,
+                step.note,
+                step.delay,
+            )
+            await trio.sleep(step.delay)
