@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import trio_relay._trio.serve as serve_module
 from trio_relay import Outcome, Relay, State, open_relay
@@ -83,7 +84,8 @@ class Watch:
     with :meth:`open_relay`. ``dials`` holds the
     ``trio.current_time()`` of each dial attempt, successful or not; ``transitions``
     each state change, read from ``relay.state_changes()`` (mock time stands still
-    while a task is runnable, so each is stamped with the time it happened).
+    while a task is runnable, so each is stamped with the time it happened); ``await
+    watch.settle()`` before reading them right after a change.
     ``wait_dials``/``wait_state`` block until enough were seen; bound them with
     ``trio.fail_after`` (under the autojump clock a missed condition otherwise spins
     mock time forever).
@@ -120,6 +122,12 @@ class Watch:
         async for old, new, cause in changes:
             self.transitions.append(Transition(trio.current_time(), old, new, cause))
             self._notify()
+
+    async def settle(self) -> Watch:
+        """Let the recorder catch up with every change published so far (it is a task of
+        its own: a change made in this very tick is not recorded yet)."""
+        await trio.testing.wait_all_tasks_blocked()
+        return self
 
     def _notify(self) -> None:
         self._changed.set()

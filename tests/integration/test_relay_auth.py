@@ -81,6 +81,7 @@ async def test_4401_before_any_descriptor_is_retried_with_backoff(
             assert gaps == list(LADDER[:refusals])  # never connected: the ladder from rung 1
             assert relay.stats.dials == refusals + 1
             await watch.wait_state(State.CONNECTED)
+            await watch.settle()
             assert State.REVOKED not in watch.states
             assert watch.states == [State.CONNECTED]  # never left CONNECTING before that
             outcome = await relay.request(SEND)
@@ -110,6 +111,7 @@ async def test_4401_expired_after_handshake_is_an_ordinary_reconnect(
         waits = [dial - closed for closed, dial in zip(closed_at, watch.dials[1:], strict=True)]
         # Backoff, not the one-shot fresh-token redial (each link died young: the ladder).
         assert waits == list(LADDER[:drops])
+        await watch.settle()
         assert State.REVOKED not in watch.states
         assert relay.state is State.CONNECTED
         assert relay.stats.last_close_code == 4401
@@ -136,6 +138,7 @@ async def test_4401_after_handshake_redials_once_at_once_then_serves(
             with trio.fail_after(5):
                 await watch.wait_state(State.CONNECTED, 2)
             assert watch.dials[1] == struck_at  # no backoff delay at all
+            await watch.settle()
             assert watch.states == [State.CONNECTED, State.RECONNECTING, State.CONNECTED]
 
             # The redial presented a token of its own, minted for it, and valid.
@@ -185,6 +188,7 @@ async def test_second_4401_on_the_redialled_connection(
         else:
             with trio.fail_after(60):
                 await watch.wait_state(State.CONNECTED, 3)
+            await watch.settle()
             assert State.REVOKED not in watch.states
 
 
@@ -208,6 +212,7 @@ async def test_fresh_token_refused_at_upgrade_revokes(
         assert connector.sessions[0].close_reason == "revoked"
         assert len(watch.dials) == 2
         assert watch.dials[1] == revoked_at  # the one redial went out at once
+        await watch.settle()
         assert watch.states == [State.CONNECTED, State.RECONNECTING, State.REVOKED]
         await assert_revoked_for_good(relay, connector)
 
@@ -231,6 +236,7 @@ async def test_strikes_do_not_carry_over_an_ordinary_drop(
             await connector.close(4401, "unauthorized")  # strike 1 again
             await watch.wait_state(State.CONNECTED, 4)
         assert watch.dials[3] == struck_at
+        await watch.settle()
         assert State.REVOKED not in watch.states
         assert relay.stats.dials == 4
 

@@ -82,6 +82,7 @@ async def test_state_goes_connecting_then_connected(
             await relay.wait_connected()
         assert initial is State.CONNECTING
         assert relay.state is State.CONNECTED
+        await watch.settle()
         assert [(t.old, t.new) for t in watch.transitions] == [(State.CONNECTING, State.CONNECTED)]
         assert relay.stats.dials == relay.stats.connects == 1
         await relay.wait_connected()  # returns at once when connected
@@ -124,6 +125,7 @@ async def test_leaving_the_block_closes_the_relay(
                 session = connector.current
                 assert session is not None
         assert relay.state is State.CLOSED
+        await watch.settle()
         assert watch.states[-1] is State.CLOSED
         with pytest.raises(RelayClosed), trio.fail_after(60):
             await relay.wait_connected()
@@ -341,6 +343,7 @@ async def test_unacknowledged_go_idle_keeps_the_connection(
         connector.resume_session()
         outcome = await relay.request(SEND)
         assert outcome.success, outcome
+        await watch.settle()
         assert watch.states == [State.CONNECTED]
 
 
@@ -382,6 +385,7 @@ async def test_go_dormant_closes_then_redials_after_the_delay_and_replays(
         assert waited >= DEFAULTS.dormant_redial_delay  # armed, but not immediate
         assert waited < DEFAULTS.dormant_redial_delay + 1
         assert reconnected.at == watch.dials[1]
+        await watch.settle()
         assert watch.states == [State.CONNECTED, State.DORMANT, State.CONNECTED]
         assert sorted(texts) == ["while dormant", "while idle"]
         with trio.fail_after(5):

@@ -83,8 +83,10 @@ async def test_ordinary_drop_reconnects_at_once(
             await watch.wait_state(State.CONNECTED, 2)
             await connector.wait_session(2)
 
+        await watch.settle()
         assert watch.states == [State.CONNECTED, State.RECONNECTING, State.CONNECTED]
         assert watch.dials[1] - dropped_at == 0.0
+        await watch.settle()
         assert watch.entered(State.CONNECTED)[1].at == dropped_at
         stats = relay.stats
         assert stats.dials == 2
@@ -260,6 +262,7 @@ async def test_busy_peer_that_never_pongs_is_not_dropped(
         assert connector.current is session
         assert sent >= 5 * timeout / (interval / 2)
         assert relay.stats.frames_received >= sent  # the ticks all arrived
+        await watch.settle()
         assert watch.states == [State.CONNECTED]
 
 
@@ -337,6 +340,7 @@ async def test_a_restarted_connector_is_found_by_the_quick_retries(
             await watch.wait_state(State.CONNECTED, 2)
         offsets = [t - stopped_at for t in watch.dials[1:]]
         assert offsets == pytest.approx([0.0, 0.05, 0.15, 0.35, 0.75], abs=EPSILON)
+        await watch.settle()
         assert watch.entered(State.CONNECTED)[1].at == pytest.approx(stopped_at + 0.75)
 
 
@@ -366,4 +370,5 @@ async def test_flapping_connector_climbs_the_ladder(
         assert relay.stats.dials == flaps + 1
         assert relay.stats.drops["closed by peer"] == flaps
         assert relay.stats.last_close_code == 1011
+        await watch.settle()
         assert watch.states == [State.CONNECTED] + [State.RECONNECTING, State.CONNECTED] * flaps
