@@ -59,6 +59,16 @@ def test_after_a_healthy_link_refused_dials_retry_quickly_then_join_the_ladder()
     assert delays[1:] == [0.05, 0.1, 0.2, 0.4, 1.0, 2.0, 4.0]
 
 
+@pytest.mark.parametrize(
+    ("maximum", "expected"),
+    [(0.25, [0.05, 0.1, 0.2, 0.25]), (0.0, [0.0, 0.0, 0.0, 0.0])],
+)
+def test_quick_retries_never_exceed_the_maximum(maximum: float, expected: list[float]) -> None:
+    backoff = healthy(initial=min(0.02, maximum), maximum=maximum)
+    assert backoff.next_delay() == 0.0
+    assert [backoff.next_delay(refused_dial=True) for _ in expected] == expected
+
+
 def test_a_young_death_after_a_healthy_link_goes_to_the_ladder_not_the_quick_retries() -> None:
     """Flapping (connected, then dropped young) is not a refused dial: it climbs."""
     rng = RecordingRng()
