@@ -9,8 +9,7 @@ What the helpers observe, and how:
 - :class:`Watch` records the mock time of every dial the client starts (a spy that
   wraps the real ``open_transport``: it records, then delegates) and, through
   ``relay.state_changes()``, every state change of the relay it follows.
-- :class:`AdmitSpy` records the headers of every upgrade the connector sees (a spy
-  around the connector's real admission policy).
+- :func:`bearer_tokens` reads the bearer of every upgrade the connector saw.
 - :func:`live_tasks` and :func:`open_fds` count what is left running or open.
 """
 
@@ -151,31 +150,20 @@ class Watch:
         return self.entered(state)[count - 1]
 
 
-class AdmitSpy:
-    """Records the headers of every upgrade request the connector admits or refuses."""
-
-    def __init__(self, connector: ReferenceConnector, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.headers: list[dict[bytes, bytes]] = []
-        policy = connector.upgrades
-        real_admit = policy.admit
-
-        def admit(path: str, headers: list[tuple[bytes, bytes]]) -> Any:
-            self.headers.append({name.lower(): value for name, value in headers})
-            return real_admit(path, headers)
-
-        monkeypatch.setattr(policy, "admit", admit)
-
-    def bearer_tokens(self) -> list[str | None]:
-        tokens: list[str | None] = []
-        for headers in self.headers:
-            value = headers.get(b"authorization")
-            if value is None:
-                tokens.append(None)
-            else:
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                assert scheme == "Bearer", value
-                tokens.append(token)
-        return tokens
+def bearer_tokens(connector: ReferenceConnector) -> list[str | None]:
+    """The bearer token of each upgrade the connector saw, in order (``None``: the
+    request had no ``Authorization`` header)."""
+    tokens: list[str | None] = []
+    for session in connector.sessions:
+        headers = {name.lower(): value for name, value in session.upgrade_headers}
+        value = headers.get(b"authorization")
+        if value is None:
+            tokens.append(None)
+        else:
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            assert scheme == "Bearer", value
+            tokens.append(token)
+    return tokens
 
 
 async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:

@@ -8,7 +8,6 @@ clock: every time below is mock time, so "immediate" means no mock time elapsed 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import trio
@@ -23,7 +22,6 @@ from relay_support import (
     chat_event,
     live_tasks,
 )
-from trio_websocket import WebSocketConnection
 
 from trio_relay import RelayConfig, State
 from trio_relay.testing import ReferenceConnector, open_connector
@@ -205,25 +203,6 @@ async def test_silent_peer_is_declared_dead_after_ping_timeout(
         assert outcome.success, outcome
 
 
-@pytest.fixture
-def deaf_connector_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Server-side WebSocket connections (the connector's sessions) ignore pings.
-
-    A justified mock: no real server can be told to stop answering pings while it keeps
-    sending. trio-websocket binds its event handlers when its reader task starts, so the
-    class is patched (before any session exists) and the patch looks at the side;
-    the client's own handling is untouched.
-    """
-    real = WebSocketConnection._handle_ping_event
-
-    async def handle_ping(self: WebSocketConnection, event: Any) -> None:
-        if self.is_client:
-            await real(self, event)
-
-    monkeypatch.setattr(WebSocketConnection, "_handle_ping_event", handle_ping)
-
-
-@pytest.mark.usefixtures("deaf_connector_sessions")
 async def test_busy_peer_that_never_pongs_is_not_dropped(
     autojump_clock: trio.testing.MockClock, watch: Watch
 ) -> None:
@@ -234,6 +213,7 @@ async def test_busy_peer_that_never_pongs_is_not_dropped(
             await relay.wait_connected()
         session = connector.current
         assert session is not None
+        connector.ignore_pings(session)
 
         async def feed() -> None:
             nonlocal sent

@@ -145,6 +145,11 @@ class ReferenceConnector(ConnectorProtocol):
         self.kills.append(time.monotonic())
         target.silence()
 
+    def ignore_pings(self, session: Session | None = None, *, ignore: bool = True) -> None:
+        """Answer no ping (the pongs are swallowed) while everything else flows: a busy
+        peer that never pongs. ``ignore=False`` undoes it."""
+        self._target(session).ignore_pings(ignore)
+
     def resume_session(self, session: Session | None = None) -> None:
         """Undo :meth:`go_silent`; bytes that arrived meanwhile are processed then."""
         self._target(session).resume()

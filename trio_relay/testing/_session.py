@@ -49,6 +49,13 @@ _RECEIVE_BYTES = 1 << 16
 _MESSAGE_QUEUE = 16
 
 
+def _is_one_pong(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` is exactly one unmasked Pong frame (FIN, opcode 0xA): how
+    trio-websocket's server side writes each pong, one ``send_all`` per frame."""
+    head = bytes(data[:2])
+    return len(head) == 2 and head[0] == 0x8A and len(data) == 2 + (head[1] & 0x7F)
+
+
 class GatedStream(trio.abc.Stream):
     """A pass-through stream that can be made to stop moving bytes in both directions.
 
@@ -66,6 +73,8 @@ class GatedStream(trio.abc.Stream):
         self._lot = trio.lowlevel.ParkingLot()
         self.finished = trio.Event()
         """Set once the underlying stream ended (EOF, error, or closed by anyone)."""
+        self.drop_pongs = False
+        """Swallow the pongs trio-websocket writes: a peer that ignores pings."""
 
     def close_gate(self) -> None:
         self.is_open = False
@@ -80,6 +89,8 @@ class GatedStream(trio.abc.Stream):
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self._pass()
+        if self.drop_pongs and _is_one_pong(data):
+            return
         try:
             await self.inner.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -185,6 +196,8 @@ class Session:
         self.close_code: int | None = None
         self.close_reason: str | None = None
         self.refused: str | None = None
+        self.upgrade_headers: list[tuple[bytes, bytes]] = []
+        """The headers of the upgrade request, as received (what the gateway sent)."""
         self.hellos: list[Hello] = []
         self.descriptors: dict[str, dict[str, Any]] = {}
         """platform -> the descriptor this session was sent for it."""
@@ -275,6 +288,9 @@ class Session:
     def resume(self) -> None:
         self._gate.open_gate()
 
+    def ignore_pings(self, ignore: bool = True) -> None:
+        self._gate.drop_pongs = ignore
+
     def request_close(self, code: int, reason: str) -> None:
         """Ask the session to close with ``code``; ``await closed.wait()`` for the end."""
         if self._end.is_set():
@@ -326,6 +342,7 @@ class Session:
                     max_message_size=self._max_message_bytes,
                     receive_buffer_size=_RECEIVE_BYTES,
                 )
+                self.upgrade_headers = list(request.headers)
                 ws = await self._upgrade(request, admit(self, request))
                 if ws is not None:
                     on_open(self)
