@@ -35,6 +35,7 @@ from ._core.config import Identity, RelayConfig, UpgradeAuth
 from ._core.descriptor import Descriptor
 from ._core.errors import InsecureURLError, RelayRevoked
 from ._core.state import State
+from ._core.token import check_gateway_id
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
 
@@ -99,8 +100,10 @@ def _connector(args: argparse.Namespace) -> int:
     if not args.no_auth:
         gateway_id = args.gateway_id or DEFAULT_GATEWAY_ID
         secret = args.secret or os.environ.get(SECRET_ENV) or secrets.token_urlsafe(18)
-        if ":" in gateway_id:
-            print("trio-relay connector: --gateway-id must not contain ':'", file=sys.stderr)
+        try:
+            check_gateway_id(gateway_id)
+        except ValueError as exc:
+            print(f"trio-relay connector: --gateway-id: {exc}", file=sys.stderr)
             return 2
     script: list[str] | None = None
     if args.script is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from .dedupe_store import DedupeStore
 from .keepalive import KeepaliveConfig
-from .token import DEFAULT_TOKEN_TTL
+from .token import DEFAULT_TOKEN_TTL, check_gateway_id
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,7 @@ class UpgradeAuth:
     token_ttl: float = DEFAULT_TOKEN_TTL
 
     def __post_init__(self) -> None:
-        if not self.gateway_id or ":" in self.gateway_id:
-            raise ValueError("UpgradeAuth.gateway_id must be non-empty and contain no ':'")
+        check_gateway_id(self.gateway_id)
         if not self.secret:
             raise ValueError("UpgradeAuth.secret must be non-empty")
         if self.token_ttl < 0:

@@ -21,11 +21,16 @@ def _signature(gateway_id: str, exp: int, secret: str) -> str:
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
+def check_gateway_id(gateway_id: str) -> None:
+    """The one rule for a gateway id, wherever one is given: non-empty, and no ``':'``
+    (the token is colon-delimited; a colon in the id would make it ambiguous)."""
+    if not gateway_id or ":" in gateway_id:
+        raise ValueError(f"a gateway id must be non-empty and contain no ':', got {gateway_id!r}")
+
+
 def mint_token(gateway_id: str, secret: str, *, ttl: float, now: float) -> str:
     """Mint a bearer token valid until ``now + ttl`` (``ttl == 0``: never expires)."""
-    if ":" in gateway_id:
-        # The token is colon-delimited; a colon in the id would make it ambiguous.
-        raise ValueError("gateway_id must not contain ':'")
+    check_gateway_id(gateway_id)
     if ttl < 0:
         raise ValueError(f"token TTL must be >= 0 seconds (0 = never expires), got {ttl}")
     exp = 0 if ttl == 0 else int(now + ttl)

@@ -27,6 +27,7 @@ from typing import Any, NoReturn
 import trio
 from wsproto.utilities import LocalProtocolError
 
+from .._core.close import AUTH_CLOSE_CODE
 from .._core.frames import InboundFrame, InterruptInbound
 from ._http_routes import HttpRoutes
 from ._options import ConnectorOptions, takes_options
@@ -178,12 +179,14 @@ class ReferenceConnector(ConnectorProtocol):
         if targets:
             self.kills.append(time.monotonic())
         for session in targets:
-            session.request_close(4401, "revoked")
+            session.request_close(AUTH_CLOSE_CODE, "revoked")
 
     def unrevoke(self, gateway_id: str) -> None:
         self.upgrades.revoked.discard(gateway_id)
 
-    def refuse_upgrades(self, count: int, code: int = 4401, reason: str = "unauthorized") -> None:
+    def refuse_upgrades(
+        self, count: int, code: int = AUTH_CLOSE_CODE, reason: str = "unauthorized"
+    ) -> None:
         """Accept the next ``count`` upgrades, then close each at once with ``code``."""
         self.upgrades.refuse_next(count, code, reason)
 

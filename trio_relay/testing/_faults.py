@@ -14,12 +14,12 @@ from urllib.parse import urlsplit
 
 import trio
 
+from .._core.close import AUTH_CLOSE_CODE
 from .._core.frames import OutboundResult
 from .._core.token import verify_token
 from ._session import ANONYMOUS, Admission, Session
 
 RELAY_PATH = "/relay"
-AUTH_CLOSE_CODE = 4401
 EXPIRED = "expired"
 UNAUTHORIZED = "unauthorized"
 
