@@ -194,3 +194,33 @@ async def test_store_write_failure_keeps_memory_dedupe(
         h.feed(msg(buffer="b1"))
         await eventually(lambda: len(h.acks) == 2)
         assert len(rec.seen) == 1
+
+
+async def test_a_write_cut_off_by_shutdown_is_written_by_the_final_flush(
+    tmp_path: Path,
+) -> None:
+    # The first write hangs in its worker thread when the relay closes; that call is
+    # abandoned (it may land or not), so the final flush must write its keys again.
+    path = tmp_path / "d.sqlite"
+    stuck = threading.Event()
+    calls: list[list[str]] = []
+    inner_adds: list[Callable[[list[str]], None]] = []
+
+    def first_hangs(keys: list[str]) -> None:
+        calls.append(keys)
+        if len(calls) == 1:
+            stuck.wait(10)  # never writes
+        else:
+            inner_adds[0](keys)
+
+    store = WatchedStore(path, add=first_hangs)
+    try:
+        async with running(on_message=Recorder(), dedupe_store=store) as h:
+            inner_adds.append(lambda keys: store.files[0].inner.add(keys))
+            h.feed(msg(buffer="b1"))
+            await eventually(lambda: len(calls) == 1)
+    finally:
+        stuck.set()
+    again = SqliteKeyFile(path, 10)
+    assert again.load() == ["slack:C1:m1"]
+    again.close()

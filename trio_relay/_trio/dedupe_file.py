@@ -55,6 +55,7 @@ class SqliteKeyFile:
         self._capacity = capacity
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._closed = False  # an abandoned call finishing after close() writes nothing
 
     @property
     def path(self) -> str:
@@ -99,6 +100,8 @@ class SqliteKeyFile:
         if not batch:
             return
         with self._lock:
+            if self._closed:
+                return
             db = self._connect()
             with db:
                 db.executemany("INSERT OR IGNORE INTO dedupe_keys (key) VALUES (?)", batch)
@@ -106,6 +109,7 @@ class SqliteKeyFile:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             if self._db is not None:
                 self._db.close()
                 self._db = None

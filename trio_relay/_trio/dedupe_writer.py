@@ -83,6 +83,11 @@ class DedupeWriter:
         self._pending.clear()
         try:
             await trio.to_thread.run_sync(self._file.add, batch, abandon_on_cancel=True)
+        except trio.Cancelled:
+            # The abandoned call may still land, or not (close() may take the file's
+            # lock first): the final flush writes the batch again (adding is idempotent).
+            self._pending.extendleft(reversed(batch))
+            raise
         except (sqlite3.Error, OSError):
             # They stay deduped in memory; only a restart could replay them.
             logger.exception("inbound: could not persist %d dedupe keys", len(batch))

@@ -5,7 +5,8 @@ frame to :meth:`InboundPipeline.submit`, which never blocks and never awaits use
 it decodes, dedupes and enqueues, and returns. Handlers run in the pipeline's own
 nursery, so a handler that awaits a reply cannot deadlock the relay: the reply arrives
 through the reader, which never waits on a handler. The pure rules live in ``_core/``
-(``delivery``, ``backlog``, ``dedupe``, ``dedupe_store``, ``handlers``); why:
+(``delivery``, ``backlog``, ``dedupe``, ``dedupe_store``, ``handlers``); one run of the
+user's code is ``handler_call.py``. The rules, and why:
 
 - **Ordering.** Messages of one chat (``platform:chat_id``) form a lane, handled one
   at a time in arrival order; lanes run in parallel, at most
@@ -36,12 +37,11 @@ through the reader, which never waits on a handler. The pure rules live in ``_co
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from contextlib import AsyncExitStack
-from typing import Any, Literal
+from typing import Literal
 
 import trio
 
@@ -62,18 +62,11 @@ from .._core.handlers import (
 from .._core.stats import RelayStats
 from .dead_letters import hand_off
 from .dedupe_sqlite import SqliteDedupeStore
+from .handler_call import HandlerCall
 from .interrupts import InterruptRunner
 
-__all__ = [
-    "LIVE_OVERFLOW_FACTOR",
-    "DeadLetter",
-    "DeadLetterHandler",
-    "InboundPipeline",
-    "InterruptHandler",
-    "MessageHandler",
-    "PassthroughHandler",
-    "PreHandler",
-]
+__all__ = ["LIVE_OVERFLOW_FACTOR", "DeadLetter", "DeadLetterHandler", "InboundPipeline",
+           "InterruptHandler", "MessageHandler", "PassthroughHandler", "PreHandler"]
 
 logger = logging.getLogger("trio_relay")
 
@@ -103,12 +96,10 @@ class InboundPipeline:
     ) -> None:
         self._config = config
         self._stats = stats
-        self._on_message = on_message
-        self._on_passthrough = on_passthrough
+        self._call_handler = HandlerCall(on_message, on_passthrough)
         self._on_dead_letter = on_dead_letter
         self._send_ack = send_ack
         self._namespace = namespace
-        self._pre_handlers: list[PreHandler] = []
         window = dedupe_window(
             config.dedupe_size, config.max_inbound_queue, config.max_concurrent_handlers
         )
@@ -122,7 +113,6 @@ class InboundPipeline:
         self._idle = trio.Event()  # set whenever no handler runs
         self._idle.set()
         self._draining = trio.Event()
-        self._warned_unhandled: set[str] = set()
         # Frames submitted before run() has loaded the store: dedupe decisions must
         # wait for it, or a replay of a handled message would look new.
         self._early: list[InboundItem] | None = []
@@ -132,7 +122,7 @@ class InboundPipeline:
     def add_pre_handler(self, step: PreHandler) -> None:
         """Run ``step`` on every message before ``on_message``: it may replace the event
         or consume it (return ``None``); see ``_core/handlers.PreHandler``."""
-        self._pre_handlers.append(step)
+        self._call_handler.pre_handlers.append(step)
 
     @property
     def window(self) -> int:
@@ -375,29 +365,6 @@ class InboundPipeline:
                            "acked, the connector will redeliver it", _ids(delivery))
             return True
         return False
-
-    async def _call_handler(self, delivery: Delivery) -> None:
-        payload = delivery.payload
-        if isinstance(payload, MessageEvent):
-            payload = dataclasses.replace(payload, attempt=delivery.failures + 1)
-            for step in self._pre_handlers:
-                stepped = await step(payload)
-                if stepped is None:
-                    return  # consumed by a step: handled, acked
-                payload = stepped
-            handler: Callable[[Any], Awaitable[None]] | None = self._on_message
-        else:
-            handler = self._on_passthrough
-        if handler is None:
-            # Acked all the same: the application chose not to take these, and leaving
-            # them unacked would make the connector replay them forever.
-            if delivery.kind not in self._warned_unhandled:
-                self._warned_unhandled.add(delivery.kind)
-                logger.warning(
-                    "inbound: %s received but no handler is set; discarding", delivery.kind
-                )
-            return
-        await handler(payload)
 
     def _release(self, delivery: Delivery) -> None:
         if delivery.key is not None:
