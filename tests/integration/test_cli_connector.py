@@ -121,6 +121,8 @@ async def test_a_person_writes_and_reads_every_frame() -> None:
         assert (await output.until("-> outbound_result")).endswith("ok message_id=m1")
         assert (await output.until("<- inbound_ack")).endswith("<- inbound_ack buf-1")
         assert "? not understood: 'nonsense'" in await output.until("not understood")
+        await process.stdin.send_all(b"press C9 yes\n")
+        assert (await output.until("no prompt")) == "? no prompt was shown in chat 'C9'"
         await process.stdin.send_all(b"transcript C1\n")
         assert (await output.until("U1 #u1")) == "U1 #u1: hello there"
         assert (await output.until("bot send")) == "bot send #m1: echo: hello there"

@@ -322,10 +322,11 @@ class ConnectorProtocol:
         if platform is None and session.hellos:
             platform = session.hellos[0].platform
         if frame.platform is not None and frame.platform not in session.descriptors:
+            announced = ", ".join(session.descriptors) or "none"
             return ActionRefusal(
                 "unknown_platform",
                 f"platform {frame.platform!r} was not announced with a hello on this "
-                "connection",
+                f"connection (announced: {announced})",
             )
         descriptor = session.descriptors.get(platform) if platform is not None else None
         refusal = check_action(frame.action, _supported_ops(descriptor))
