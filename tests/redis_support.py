@@ -32,23 +32,42 @@ def _free_port() -> int:
 class RedisServer:
     """One redis-server process; ``url`` stays the same across :meth:`restart`."""
 
-    def __init__(self, directory: Path, password: str | None = None) -> None:
+    def __init__(self, directory: Path, password: str | None = None, tls: bool = False) -> None:
         assert REDIS_SERVER is not None
         self.directory = directory
         self.port = _free_port()
         self.password = password
+        self.tls = tls
+        if tls:  # a CA of our own (trustme) and a certificate for 127.0.0.1
+            import trustme
+
+            ca = trustme.CA()
+            cert = ca.issue_cert("127.0.0.1")
+            ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+            cert.private_key_pem.write_to_path(str(directory / "key.pem"))
+            cert.cert_chain_pems[0].write_to_path(str(directory / "cert.pem"))
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         # Percent-encoded, as a URL must carry it (the store decodes it).
         auth = "" if self.password is None else f":{quote(self.password, safe='')}@"
+        if self.tls:
+            ca = quote(str(self.directory / "ca.pem"), safe="")
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={ca}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         assert REDIS_SERVER is not None and self.process is None
+        d = self.directory
+        listen = (
+            ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(d / "cert.pem"),
+             "--tls-key-file", str(d / "key.pem"), "--tls-ca-cert-file", str(d / "ca.pem"),
+             "--tls-auth-clients", "no"]
+            if self.tls else ["--port", str(self.port)]
+        )
         args = [
-            REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+            REDIS_SERVER, *listen, "--bind", "127.0.0.1",
             "--dir", str(self.directory), "--save", "", "--appendonly", "no",
             "--protected-mode", "no",
         ]
@@ -61,6 +80,8 @@ class RedisServer:
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    if self.tls:
+                        return  # listening; the handshake is the client's business
                     s.sendall(b"PING\r\n")
                     if s.recv(64):
                         return
@@ -94,6 +115,17 @@ def _require() -> None:
 def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
     _require()
     server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_server_tls(tmp_path: Path) -> Iterator[RedisServer]:
+    _require()
+    server = RedisServer(tmp_path, password="tls-pw", tls=True)
     server.start()
     try:
         yield server
