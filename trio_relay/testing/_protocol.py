@@ -293,6 +293,7 @@ class ConnectorProtocol:
         descriptor.update(self.descriptors.get(ANY_PLATFORM, {}))
         descriptor.update(self.descriptors.get(frame.platform, {}))
         session.descriptors[frame.platform] = descriptor
+        session.supported_ops[frame.platform] = _supported_ops(descriptor)
         session.send(DescriptorFrame(descriptor))
         if not session.handshaken:
             session.handshaken = True
@@ -328,8 +329,8 @@ class ConnectorProtocol:
                 f"platform {frame.platform!r} was not announced with a hello on this "
                 f"connection (announced: {announced})",
             )
-        descriptor = session.descriptors.get(platform) if platform is not None else None
-        refusal = check_action(frame.action, _supported_ops(descriptor))
+        supported = session.supported_ops.get(platform, LEGACY_OPS) if platform else LEGACY_OPS
+        refusal = check_action(frame.action, supported)
         if refusal is not None:
             return refusal
         if OP_TABLE[frame.action["op"]].chat_addressed:
@@ -382,9 +383,7 @@ class ConnectorProtocol:
         pass  # fire-and-forget; ``received`` has it
 
 
-def _supported_ops(descriptor: JsonObject | None) -> frozenset[str]:
-    if descriptor is None:
-        return LEGACY_OPS
+def _supported_ops(descriptor: JsonObject) -> frozenset[str]:
     try:
         return Descriptor.from_wire(descriptor).effective_ops
     except FrameError:

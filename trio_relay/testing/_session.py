@@ -201,6 +201,8 @@ class Session:
         self.hellos: list[Hello] = []
         self.descriptors: dict[str, dict[str, Any]] = {}
         """platform -> the descriptor this session was sent for it."""
+        self.supported_ops: dict[str, frozenset[str]] = {}
+        """platform -> the ops its descriptor advertised (the legacy set when none)."""
         self.observer = observer
         self.handshaken = False
         """True once the session got its first descriptor."""
