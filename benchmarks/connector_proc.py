@@ -15,7 +15,6 @@ on Linux is one clock for every process, so the client can subtract it from its 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import socket
@@ -27,6 +26,8 @@ from typing import Any
 import trio
 
 from trio_relay.testing import ReferenceConnector, open_connector
+
+from . import _connector_args
 
 Reply = dict[str, Any]
 Command = Callable[[ReferenceConnector, dict[str, Any]], Awaitable[Reply]]
@@ -242,14 +243,7 @@ async def _exit_with_parent(scope: trio.CancelScope) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m trio_relay_benchmarks.connector_proc")
-    parser.add_argument("--control", required=True, help="Unix socket path to listen on")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
-    args = parser.parse_args(argv)
-    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {args.cpu})
+    args = _connector_args.parse("python -m trio_relay_benchmarks.connector_proc", argv)
     try:
         trio.run(_main, args.host, args.port, args.control)
     except KeyboardInterrupt:

@@ -3,10 +3,10 @@ pings), both implementations on a scaled keepalive (ping every 1 s, dead after 2
 time from the silence to the drop being seen, and to a successful request on a new
 connection.
 
-With root and network namespaces (see :mod:`._netns`) it also takes the kernel path: the
-connector lives behind a veth pair whose packets are then all dropped (no FIN, no RST),
-once with the scaled pings, once with pings off and only TCP keepalive (idle 1 s,
-interval 1 s, 2 probes) to find the dead peer.
+With root and network namespaces (see :mod:`trio_relay.testing.netns`) it also takes the
+kernel path: the connector lives behind a veth pair whose packets are then all dropped
+(no FIN, no RST), once with the scaled pings, once with pings off and only TCP keepalive
+(idle 1 s, interval 1 s, 2 probes) to find the dead peer.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from . import _netns
+from trio_relay.testing import netns
+
 from ._backends import (
     BASELINE,
     TRIO_RELAY,
@@ -77,7 +78,7 @@ def _silent_round(
 def _kernel_round(
     ctx: Context,
     backend: Backend,
-    host: _netns.NetnsHost,
+    host: netns.NetnsHost,
     proc: ConnectorProcess,
     overrides: dict[str, Any],
     lead: float,
@@ -85,11 +86,11 @@ def _kernel_round(
 ) -> float | None:
     async def body(client: Client, ctl: Control) -> float | None:
         await backend.sleep(lead)
-        t_kill = host.vanish()
+        t_kill = host.vanish_sync()
         try:
             t_drop = await wait_dropped(backend, client, limit=limit)
         finally:
-            host.restore()
+            host.restore_sync()
         ctx.progress.advance()
         return None if t_drop is None else t_drop - t_kill
 
@@ -120,7 +121,7 @@ def run_kernel(
     """The kernel path: case -> implementation -> seconds to notice (None: never)."""
     kernel: Kernel = {case: {b.name: [] for b in backends} for case, _, _ in cases}
     with (
-        _netns.open_host() as host,
+        netns.netns_host() as host,
         ctx.connector(host=host.address, prefix=host.exec_prefix) as proc,
     ):
         for r in range(rounds):
@@ -142,7 +143,7 @@ def run(ctx: Context) -> Result:
     rng = random.Random(20240601)
     result = Result("detect", "silent peer -> drop seen -> reconnected (ping 1 s / timeout 2 s)")
     samples: dict[str, list[dict[str, float]]] = {"trio_relay": [], "baseline": []}
-    kernel_error = _netns.unavailable()
+    kernel_error = netns.unavailable(probe=True)
     kernel_rounds = 0 if kernel_error else ctx.pick(2, 0, 0)
     if not kernel_error and not kernel_rounds:
         kernel_error = f"not run in {ctx.mode} mode (it takes ~25 s a round)"

@@ -24,7 +24,6 @@ answers ``ping``, ``cpu``, ``sessions`` and ``quit`` on its control socket (see
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -36,6 +35,8 @@ from typing import Any, cast
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
+
+from . import _connector_args
 
 __all__ = ["loop_name", "main"]
 
@@ -212,14 +213,7 @@ async def _main(host: str, port: int, control_path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m trio_relay_benchmarks.fast_connector")
-    parser.add_argument("--control", required=True, help="Unix socket path to listen on")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
-    args = parser.parse_args(argv)
-    if args.cpu is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {args.cpu})
+    args = _connector_args.parse("python -m trio_relay_benchmarks.fast_connector", argv)
     coro = _main(args.host, args.port, args.control)
     try:
         if loop_name() == "uvloop":

@@ -4,13 +4,13 @@ Each measurement runs in a fresh child process (``python -m
 trio_relay_benchmarks.memory --child IMPL``) so that neither implementation inherits the
 other's heap: it opens ``WARM`` relays first (imports, first-use caches, the event loop),
 reads VmRSS, opens N more, waits until all are connected and idle, and reads VmRSS again.
-The difference over N is the figure.
+The difference over N is the figure. The child runs the same code for both
+implementations, through the benchmarks' :class:`._backends.Backend` interface.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import gc
 import json
 import os
@@ -18,71 +18,45 @@ import subprocess
 import sys
 from contextlib import AsyncExitStack
 
-import trio
+from trio_relay.testing import rss_bytes
 
-from ._backends import BASELINE, TRIO_RELAY, alternate
+from ._backends import BACKENDS, BASELINE, TRIO_RELAY, Backend, alternate
 from ._context import Context
 from ._report import Result, Row, Target, median
 
-__all__ = ["rss_kib", "run"]
+__all__ = ["run"]
 
 WARM = 10
 SETTLE = 0.3
 
 
-def rss_kib() -> int:
-    """This process's resident set size (KiB), from /proc/self/status."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status (Linux only)")
+def _rss_kib() -> int:
+    rss = rss_bytes()
+    if rss is None:
+        raise RuntimeError("no VmRSS in /proc/self/status (Linux only)")
+    return rss // 1024
 
 
-async def _trio_child(url: str, n: int) -> dict[str, int]:
-    import trio_relay
-
+async def _child(backend: Backend, url: str, n: int) -> None:
+    """In ``backend``'s event loop: warm up, measure, open ``n`` more, measure, exit."""
     async with AsyncExitStack() as stack:
 
         async def open_some(count: int) -> None:
-            relays = [
-                await stack.enter_async_context(trio_relay.open_relay(url)) for _ in range(count)
+            clients = [
+                await stack.enter_async_context(backend.client(url, {})) for _ in range(count)
             ]
-            for relay in relays:
-                await relay.wait_connected(60)
+            for client in clients:
+                await client.wait_connected(60)
 
         await open_some(WARM)
-        await trio.sleep(SETTLE)
+        await backend.sleep(SETTLE)
         gc.collect()
-        before = rss_kib()
+        before = _rss_kib()
         await open_some(n)
-        await trio.sleep(SETTLE)
+        await backend.sleep(SETTLE)
         gc.collect()
-        after = rss_kib()
+        after = _rss_kib()
         _exit({"before": before, "after": after, "n": n})
-    raise AssertionError("unreachable")
-
-
-async def _asyncio_child(url: str, n: int) -> dict[str, int]:
-    from .baseline import BaselineRelay
-
-    async with AsyncExitStack() as stack:
-
-        async def open_some(count: int) -> None:
-            relays = [await stack.enter_async_context(BaselineRelay(url)) for _ in range(count)]
-            for relay in relays:
-                await relay.wait_connected(60)
-
-        await open_some(WARM)
-        await asyncio.sleep(SETTLE)
-        gc.collect()
-        before = rss_kib()
-        await open_some(n)
-        await asyncio.sleep(SETTLE)
-        gc.collect()
-        after = rss_kib()
-        _exit({"before": before, "after": after, "n": n})
-    raise AssertionError("unreachable")
 
 
 def _exit(figures: dict[str, int]) -> None:
@@ -155,10 +129,8 @@ def _child_main(argv: list[str]) -> None:
     parser.add_argument("url")
     parser.add_argument("n", type=int)
     args = parser.parse_args(argv)
-    if args.child == "trio_relay":
-        trio.run(_trio_child, args.url, args.n)
-    else:
-        asyncio.run(_asyncio_child(args.url, args.n))
+    backend = {b.name: b for b in BACKENDS}[args.child]
+    backend.run(lambda: _child(backend, args.url, args.n))
 
 
 if __name__ == "__main__":

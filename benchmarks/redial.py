@@ -20,7 +20,14 @@ from ._backends import BASELINE, TRIO_RELAY, Backend, Client, Control, alternate
 from ._backends import run_session as session
 from ._context import Context
 from ._report import Result, Row, Target, percentile
-from .redial_healthy import RESTART_DOWN, SECOND_DROP_AFTER, Healthy, healthy_round, waits
+from .redial_healthy import (
+    RESTART_DOWN,
+    SECOND_DROP_AFTER,
+    Healthy,
+    healthy_round,
+    restart_and_recover,
+    waits,
+)
 
 KINDS = ("rst", "close 1011", "close 1001", "silent+close")
 SILENCE = 0.020
@@ -72,17 +79,9 @@ def _drops(
 
 def _restart(ctx: Context, backend: Backend, policy: str, proc: Any) -> float:
     async def body(client: Client, ctl: Control) -> float:
-        before = client.connects
-
-        async def restart() -> dict[str, Any]:
-            return await ctl.call("restart", down=RESTART_DOWN)
-
-        async def wait() -> float:
-            return await recover(backend, client, before, limit=60)
-
-        reply, t_ok = await backend.gather([restart, wait])
+        ms = await restart_and_recover(backend, client, ctl)
         ctx.progress.advance()
-        return (float(t_ok) - float(reply["t_up"])) * 1000
+        return ms
 
     return session(backend, proc, POLICIES[policy][backend.name], body)
 

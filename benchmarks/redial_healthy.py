@@ -26,7 +26,15 @@ from ._backends import Backend, Client, Control, recover, run_session
 from ._context import Context
 from ._control import ConnectorProcess
 
-__all__ = ["HEALTHY", "RESTART_DOWN", "SECOND_DROP_AFTER", "Healthy", "healthy_round", "waits"]
+__all__ = [
+    "HEALTHY",
+    "RESTART_DOWN",
+    "SECOND_DROP_AFTER",
+    "Healthy",
+    "healthy_round",
+    "restart_and_recover",
+    "waits",
+]
 
 HEALTHY = 6.0
 SECOND_DROP_AFTER = 10.0
@@ -39,6 +47,22 @@ class Healthy:
     second_drop_ms: float
     restart_ms: float
     """From the listener being back to the first successful probe."""
+
+
+async def restart_and_recover(backend: Backend, client: Client, ctl: Control) -> float:
+    """Restart the connector (every session reset, the listener down
+    :data:`RESTART_DOWN` seconds); milliseconds from listening again to a successful
+    probe."""
+    before = client.connects
+
+    async def restart() -> dict[str, Any]:
+        return await ctl.call("restart", down=RESTART_DOWN)
+
+    async def wait() -> float:
+        return await recover(backend, client, before, limit=60)
+
+    reply, t_ok = await backend.gather([restart, wait])
+    return (float(t_ok) - float(reply["t_up"])) * 1000
 
 
 def waits(ctx: Context) -> tuple[float, float]:
@@ -68,17 +92,8 @@ def healthy_round(ctx: Context, backend: Backend, proc: ConnectorProcess) -> Hea
         t_second, second_ms = await drop(client, ctl)
         ctx.progress.advance()
         await sleep_until(t_second + up)
-        before = client.connects
-
-        async def restart() -> dict[str, Any]:
-            return await ctl.call("restart", down=RESTART_DOWN)
-
-        async def wait() -> float:
-            return await recover(backend, client, before, limit=60)
-
-        reply, t_ok = await backend.gather([restart, wait])
+        restart_ms = await restart_and_recover(backend, client, ctl)
         ctx.progress.advance()
-        restart_ms = (float(t_ok) - float(reply["t_up"])) * 1000
         return Healthy(first_ms, second_ms, restart_ms)
 
     return run_session(backend, proc, {}, body)

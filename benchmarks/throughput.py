@@ -199,26 +199,33 @@ def _rows(result: Result, case: Case, tr: list[Window], bl: list[Window]) -> Non
             )
         )
     if case.cpu_target is not None:
-        ratio = cpu_t / cpu_b
-        want = case.cpu_target
         result.targets.append(
-            Target(
-                f"client CPU per request <= {want:g}x the baseline's, {label}",
-                f"{ratio:.2f}x ({cpu_t:.1f} vs {cpu_b:.1f} µs; {rate_t:,.0f} vs "
-                f"{rate_b:,.0f} req/s)",
-                ratio <= want,
-                "" if ratio <= want else f"missed by {ratio - want:.2f}x",
+            _ratio_target(
+                f"client CPU per request <= {case.cpu_target:g}x the baseline's, {label}",
+                cpu_t / cpu_b,
+                case.cpu_target,
+                f"{cpu_t:.1f} vs {cpu_b:.1f} µs; {rate_t:,.0f} vs {rate_b:,.0f} req/s",
+                at_most=True,
             )
         )
     if case.rate_target is not None:
-        ratio = rate_t / rate_b
-        want = case.rate_target
         result.targets.append(
-            Target(
-                f"throughput >= {want:g}x the baseline's, {label}",
-                f"{ratio:.2f}x ({rate_t:,.0f} vs {rate_b:,.0f} req/s; CPU {cpu_t:.1f} vs "
-                f"{cpu_b:.1f} µs per request)",
-                ratio >= want,
-                "" if ratio >= want else f"missed by {want - ratio:.2f}x",
+            _ratio_target(
+                f"throughput >= {case.rate_target:g}x the baseline's, {label}",
+                rate_t / rate_b,
+                case.rate_target,
+                f"{rate_t:,.0f} vs {rate_b:,.0f} req/s; CPU {cpu_t:.1f} vs {cpu_b:.1f} µs "
+                "per request",
+                at_most=False,
             )
         )
+
+
+def _ratio_target(text: str, ratio: float, want: float, figures: str, *, at_most: bool) -> Target:
+    met = ratio <= want if at_most else ratio >= want
+    return Target(
+        text,
+        f"{ratio:.2f}x ({figures})",
+        met,
+        "" if met else f"missed by {abs(ratio - want):.2f}x",
+    )

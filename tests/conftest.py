@@ -7,10 +7,12 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 
 import pytest
-from netns import NetnsHost, NetnsUnavailable, open_netns_host
+
+from trio_relay.testing.netns import NetnsHost, NetnsUnavailable, open_netns_host
 
 # ---------------------------------------------------------------------------------------
-# Network namespaces (issue 3): a peer that can vanish without FIN or RST. See netns.py.
+# Network namespaces (issue 3): a peer that can vanish without FIN or RST. See
+# trio_relay/testing/netns.py (the one harness, shared with the benchmarks).
 # ---------------------------------------------------------------------------------------
 
 REQUIRE_NETNS_ENV = "TRIO_RELAY_REQUIRE_NETNS"

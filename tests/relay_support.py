@@ -10,13 +10,13 @@ What the helpers observe, and how:
   wraps the real ``open_transport``: it records, then delegates) and, through
   ``relay.state_changes()``, every state change of the relay it follows.
 - :func:`bearer_tokens` reads the bearer of every upgrade the connector saw.
-- :func:`live_tasks` and :func:`open_fds` count what is left running or open.
+- ``trio_relay.testing.live_tasks`` and ``open_fds`` (the shared probes) count what is
+  left running or open.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -175,25 +175,3 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
 
 async def request_into(relay: Relay, outcomes: list[Outcome], action: Any = None) -> None:
     outcomes.append(await relay.request(action or SEND))
-
-
-def live_tasks() -> set[trio.lowlevel.Task]:
-    """Every task of this run below the root task (system tasks are not included)."""
-    root = trio.lowlevel.current_root_task()
-    assert root is not None
-    seen: set[trio.lowlevel.Task] = set()
-    stack = [root]
-    while stack:
-        task = stack.pop()
-        seen.add(task)
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
-    return seen
-
-
-def open_fds() -> int | None:
-    """How many file descriptors this process holds (Linux), else None."""
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:
-        return None

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from trio_relay_benchmarks import _netns, detect
+from trio_relay_benchmarks import detect
 from trio_relay_benchmarks._context import Context
 from trio_relay_benchmarks._control import ConnectorProcess
 from trio_relay_benchmarks._report import (
@@ -36,6 +36,8 @@ from trio_relay_benchmarks._report import (
 )
 from trio_relay_benchmarks.baseline import BaselineConfig, BaselineRelay
 from trio_relay_benchmarks.run import BENCHMARKS, run_benchmarks
+
+from trio_relay.testing import netns
 
 REQUIRE_NETNS_ENV = "TRIO_RELAY_REQUIRE_NETNS"
 
@@ -112,7 +114,7 @@ def test_unknown_benchmark_is_refused() -> None:
 @pytest.mark.netns
 @pytest.mark.slow
 def test_kernel_path_detects_a_vanished_peer() -> None:
-    reason = _netns.unavailable()
+    reason = netns.unavailable(probe=True)
     if reason is not None:
         if os.environ.get(REQUIRE_NETNS_ENV) == "1":
             pytest.fail(f"network namespaces required but unavailable: {reason}")

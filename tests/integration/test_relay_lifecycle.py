@@ -17,8 +17,6 @@ from relay_support import (
     SEND,
     Watch,
     chat_event,
-    live_tasks,
-    open_fds,
     request_into,
     timed,
 )
@@ -32,7 +30,7 @@ from trio_relay import (
     State,
     open_relay,
 )
-from trio_relay.testing import ReferenceConnector, open_connector
+from trio_relay.testing import ReferenceConnector, live_tasks, open_connector, open_fds
 
 DEFAULTS = RelayConfig()
 CLOSE_BOUND = DEFAULTS.drain_timeout + DEFAULTS.close_timeout + 1

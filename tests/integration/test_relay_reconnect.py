@@ -20,11 +20,10 @@ from relay_support import (
     Ceiling,
     Watch,
     chat_event,
-    live_tasks,
 )
 
 from trio_relay import RelayConfig, State
-from trio_relay.testing import ReferenceConnector, open_connector
+from trio_relay.testing import ReferenceConnector, live_tasks, open_connector
 
 DEFAULTS = RelayConfig()
 EXACT = RelayConfig(rng=Ceiling())

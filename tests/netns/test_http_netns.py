@@ -14,11 +14,11 @@ import httpx
 import httpx2
 import pytest
 import trio
-from netns import NetnsHost, NetnsUnavailable, open_netns_host
 
 import trio_relay.http
 import trio_relay.http.httpx1
 from trio_relay._core.keepalive import KeepaliveConfig
+from trio_relay.testing.netns import NetnsHost, NetnsUnavailable, open_netns_host
 
 # Accepts any number of connections; each gets a chunked event stream of three events,
 # then silence (the connection is held open, as a provider mid-generation would).

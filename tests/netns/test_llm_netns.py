@@ -18,10 +18,10 @@ import httpx2
 import openai
 import pytest
 import trio
-from netns import NetnsHost
 
 from trio_relay import KeepaliveConfig
 from trio_relay.http import llm_client
+from trio_relay.testing.netns import NetnsHost
 
 PROVIDER_CODE = (Path(__file__).resolve().parents[1] / "fake_provider.py").read_text()
 CONFIG = KeepaliveConfig(idle=1, interval=1, count=2)

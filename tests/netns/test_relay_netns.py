@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 import trio
-from netns import NetnsHost
 
 import trio_relay
 from trio_relay import KeepaliveConfig, RelayConfig, State
+from trio_relay.testing.netns import NetnsHost
 
 CONNECTOR = """
 import sys, trio

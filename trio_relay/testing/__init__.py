@@ -14,11 +14,15 @@ faults on demand::
             await connector.wait_acks(1)
             print(connector.transcript_text("C1"))
             await connector.abort()          # a TCP reset
+
+``open_fds()``, ``live_tasks()`` and ``rss_bytes()`` probe what a block must leave as
+it found it (file descriptors, Trio tasks, resident memory).
 """
 
 from ._chats import PromptShown, TranscriptEntry
 from ._connector import ReferenceConnector, open_connector, serve_connector
 from ._options import ConnectorOptions, OutboundHandler
+from ._probes import live_tasks, open_fds, rss_bytes, trim_heap
 from ._protocol import default_descriptor
 from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver
 
@@ -33,6 +37,10 @@ __all__ = [
     "SessionObserver",
     "TranscriptEntry",
     "default_descriptor",
+    "live_tasks",
     "open_connector",
+    "open_fds",
+    "rss_bytes",
     "serve_connector",
+    "trim_heap",
 ]

@@ -1,0 +1,105 @@
+"""What one soak run found: its figures, and a verdict per invariant."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import trio_relay
+
+from .faults import FAULTS
+from .settings import BURST_BYTES
+
+__all__ = ["Invariant", "SoakReport"]
+
+
+@dataclass(frozen=True)
+class Invariant:
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass
+class SoakReport:
+    """Figures and verdicts of one soak run; ``ok`` is true when every invariant held."""
+
+    seconds: float
+    seed: int
+    wall_time: float = 0.0
+    requests: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)
+    """Request outcomes by kind: ``success``, ``declined`` (the connector's refusal),
+    ``definite:<code>``, ``ambiguous:<code>``."""
+    faults: Counter[str] = field(default_factory=Counter)
+    faults_skipped: int = 0
+    bursts: int = 0
+    deliveries: int = 0
+    handled: int = 0
+    handler_failures_injected: int = 0
+    hostile: Counter[str] = field(default_factory=Counter)
+    """Hostile frames sent, by kind (see :mod:`.hostile`)."""
+    max_overshoot: float = 0.0
+    relay_stats: trio_relay.RelayStats | None = None
+    resources: dict[str, tuple[float, float]] = field(default_factory=dict)
+    invariants: list[Invariant] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.invariants) and all(inv.ok for inv in self.invariants)
+
+    def render(self) -> str:
+        """The figures and the invariant table, as printed by ``trio-relay soak``."""
+        out: list[str] = []
+        rate = self.requests / self.wall_time if self.wall_time else 0.0
+        out.append(
+            f"trio-relay soak: {self.seconds:g} s of chaos (seed {self.seed}), "
+            f"{self.wall_time:.1f} s wall in all"
+        )
+        out.append(f"  requests     {self.requests} ({rate:.0f}/s)")
+        for kind, count in sorted(self.outcomes.items(), key=lambda kv: (-kv[1], kv[0])):
+            out.append(f"    {kind:<34} {count}")
+        out.append(
+            f"  faults       {sum(self.faults.values())} injected "
+            f"({self.faults_skipped} skipped: no session to hit)"
+        )
+        for kind in FAULTS:
+            out.append(f"    {kind:<34} {self.faults[kind]}")
+        if self.hostile:
+            out.append(f"  hostile      {sum(self.hostile.values())} frames sent")
+            for kind, count in sorted(self.hostile.items()):
+                out.append(f"    {kind:<34} {count}")
+        out.append(f"  bursts       {self.bursts} (100-400 requests of {BURST_BYTES} B at once)")
+        out.append(
+            f"  deliveries   {self.deliveries} buffered, {self.handled} handled, "
+            f"{self.handler_failures_injected} first attempts failed on purpose"
+        )
+        out += self._stats_lines()
+        for name, (before, after) in self.resources.items():
+            out.append(f"  {name:<12} {before:g} -> {after:g}")
+        out.append(f"  worst lateness past a deadline: {self.max_overshoot * 1000:.1f} ms")
+        out.append("")
+        width = max((len(inv.name) for inv in self.invariants), default=10)
+        out.append(f"  {'invariant':<{width}}  result  detail")
+        out.append(f"  {'-' * width}  ------  ------")
+        for inv in self.invariants:
+            out.append(f"  {inv.name:<{width}}  {'ok' if inv.ok else 'FAILED':<6}  {inv.detail}")
+        out.append("")
+        out.append("soak: PASSED" if self.ok else "soak: FAILED")
+        return "\n".join(out)
+
+    def _stats_lines(self) -> list[str]:
+        stats = self.relay_stats
+        if stats is None:
+            return []
+        drops = ", ".join(f"{k} {v}" for k, v in sorted(stats.drops.items()))
+        return [
+            f"  relay        dials {stats.dials}, dial failures {stats.dial_failures}, "
+            f"connects {stats.connects}",
+            f"    drops: {drops or 'none'}",
+            f"    inbound: delivered {stats.delivered}, replays dropped "
+            f"{stats.replays_dropped}, handler failures {stats.handler_failures}, "
+            f"acks sent {stats.acks_sent}, dead letters {stats.dead_letters}",
+            f"    frames: sent {stats.frames_sent} in {stats.messages_sent} messages, "
+            f"received {stats.frames_received}, rejected {stats.frames_rejected}",
+        ]

@@ -1,0 +1,55 @@
+"""Everything one soak run shares between its actors, its faults and its verdicts."""
+
+from __future__ import annotations
+
+import random
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import trio
+
+from .ledger import Flags
+from .observe import ErrorLog
+from .report import SoakReport
+
+__all__ = ["Soak"]
+
+
+@dataclass
+class Soak:
+    seconds: float
+    seed: int
+    requesters: int = 16
+    delivery_rate: float = 30.0
+    """Buffered deliveries per second."""
+    fault_interval: float = 0.75
+    """Mean seconds between faults."""
+    hostile_interval: float = 0.5
+    """Mean seconds between hostile frames (0: none)."""
+    timeouts: tuple[float, float] = (0.25, 2.0)
+    """Request timeouts are drawn uniformly from this range."""
+    progress: Callable[[str], None] | None = None
+    watchdog_grace: float = 180.0
+    rng: random.Random = field(init=False)
+    report: SoakReport = field(init=False)
+    flags: Flags = field(default_factory=Flags)
+    late: int = 0
+    """Requests that returned more than ``DEADLINE_SLACK`` after their deadline."""
+    doubles: int = 0
+    """Requests that returned twice."""
+    mismatched: int = 0
+    """Answers delivered to a request they do not belong to."""
+    handled: bytearray = field(default_factory=bytearray)
+    """Per delivery index: how many times its handler completed (capped at 255)."""
+    attempts: bytearray = field(default_factory=bytearray)
+    """Per delivery index: how many times its handler started (capped at 255)."""
+    stop_requests: bool = False
+    requests: trio.Nursery | None = None
+    """Where requests (bursts included) run: stopping the chaos never cancels one."""
+    secret: str = field(default_factory=lambda: secrets.token_hex(16))
+    errors: ErrorLog = field(default_factory=ErrorLog)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.report = SoakReport(seconds=self.seconds, seed=self.seed)
