@@ -60,11 +60,18 @@ def test_after_a_healthy_link_refused_dials_retry_quickly_then_join_the_ladder()
 
 
 @pytest.mark.parametrize(
-    ("maximum", "expected"),
-    [(0.25, [0.05, 0.1, 0.2, 0.25]), (0.0, [0.0, 0.0, 0.0, 0.0])],
+    ("initial", "maximum", "expected"),
+    [
+        (1.0, 30.0, [0.05, 0.1, 0.2, 0.4]),  # the defaults: the schedule
+        (0.02, 0.25, [0.02, 0.04, 0.08, 0.16]),  # a faster ladder (the soak's) wins
+        (0.1, 0.15, [0.05, 0.1, 0.15, 0.15]),  # capped by backoff_max
+        (0.0, 0.0, [0.0, 0.0, 0.0, 0.0]),  # zero backoff stays zero
+    ],
 )
-def test_quick_retries_never_exceed_the_maximum(maximum: float, expected: list[float]) -> None:
-    backoff = healthy(initial=min(0.02, maximum), maximum=maximum)
+def test_quick_retries_are_never_slower_than_the_ladder(
+    initial: float, maximum: float, expected: list[float]
+) -> None:
+    backoff = healthy(initial=initial, maximum=maximum)
     assert backoff.next_delay() == 0.0
     assert [backoff.next_delay(refused_dial=True) for _ in expected] == expected
 

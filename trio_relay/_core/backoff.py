@@ -9,7 +9,7 @@ The policy, and why:
   The replaced design kept its ladder for 60 s, so a second drop ten seconds after a
   first cost the caller 0.5 to 1 s for no reason.
 - **Refused dials after a healthy link retry quickly**: about 50, 100, 200 and 400 ms
-  (:data:`QUICK_RETRIES`, each jittered, none above ``maximum``), then join the ladder.
+  (:data:`QUICK_RETRIES`, each jittered, none slower than the ladder), then the ladder.
   A restarted connector is back within a second or two; these find it within ~100 ms
   of its return, and the jitter keeps a herd of gateways from arriving in lockstep.
 - **Everything else climbs the ladder**: each wait uniform in ``[d/2, d]``, ``d``
@@ -95,9 +95,10 @@ class Backoff:
             index = self._quick_next
             if index < len(self._quick):
                 self._quick_next = index + 1
-                # Never slower than the ladder's cap: a relay tuned to redial within
-                # 250 ms (or at once) is not slowed down by the quick retries.
-                ceiling = min(self._quick[index], self._maximum)
+                # Never slower than the ladder's own rung: a relay tuned to redial
+                # faster (a soak's 20 ms, or zero backoff) is not slowed down by them.
+                ladder = min(self._maximum, self._initial * 2.0**index)
+                ceiling = min(self._quick[index], ladder)
                 return self._rng.uniform(ceiling / 2, ceiling)
         # Onto the ladder; the quick retries are spent until the next healthy link.
         self._quick_next = None
