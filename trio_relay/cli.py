@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import secrets
 import sys
 import time
 import traceback
@@ -35,7 +34,6 @@ from ._core.config import Identity, RelayConfig, UpgradeAuth
 from ._core.descriptor import Descriptor
 from ._core.errors import InsecureURLError, RelayRevoked
 from ._core.state import State
-from ._core.token import check_gateway_id
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
 
@@ -43,7 +41,6 @@ __all__ = ["main"]
 
 SECRET_ENV = "TRIO_RELAY_SECRET"
 T = TypeVar("T")
-DEFAULT_GATEWAY_ID = "test-gateway"
 
 
 # --- bench ---------------------------------------------------------------------------
@@ -84,57 +81,10 @@ def _bench(args: argparse.Namespace) -> int:
 # --- connector ------------------------------------------------------------------------
 
 
-def _ops(spec: str) -> list[str]:
-    from .testing._ops import OP_TABLE
-
-    if spec == "all":
-        return list(OP_TABLE)
-    if spec == "legacy":
-        return []  # no supported_ops: the legacy set
-    return [op.strip() for op in spec.split(",") if op.strip()]
-
-
 def _connector(args: argparse.Namespace) -> int:
-    gateway_id: str | None = None
-    secret: str | None = None
-    if not args.no_auth:
-        gateway_id = args.gateway_id or DEFAULT_GATEWAY_ID
-        secret = args.secret or os.environ.get(SECRET_ENV) or secrets.token_urlsafe(18)
-        try:
-            check_gateway_id(gateway_id)
-        except ValueError as exc:
-            print(f"trio-relay connector: --gateway-id: {exc}", file=sys.stderr)
-            return 2
-    script: list[str] | None = None
-    if args.script is not None:
-        try:
-            with open(args.script, encoding="utf-8") as file:
-                script = file.read().splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"trio-relay connector: cannot read the script: {exc}", file=sys.stderr)
-            return 2
-    try:
-        from .testing._console import serve_console
+    from .testing._connector_command import run
 
-        credentials = {gateway_id: secret} if gateway_id and secret else None
-        return _run_trio(
-            lambda: serve_console(
-                args.host,
-                args.port,
-                credentials,
-                ops=_ops(args.ops),
-                script=script,
-                timeout=args.timeout,
-                show_frames=not args.quiet,
-                out=sys.stdout,
-            )
-        )
-    except OSError as exc:
-        print(
-            f"trio-relay connector: cannot listen on {args.host}:{args.port}: {exc}",
-            file=sys.stderr,
-        )
-        return 1
+    return run(args, secret_env=SECRET_ENV, run_trio=_run_trio)
 
 
 # --- probe ----------------------------------------------------------------------------
@@ -341,31 +291,9 @@ def _parser() -> argparse.ArgumentParser:
         "C1, 'press C1 yes' presses option yes of the latest prompt in C1, 'transcript "
         "C1' prints the chat, 'help' lists the rest.",
     )
-    connector.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
-    connector.add_argument("--port", type=int, default=0, help="default 0: any free port")
-    connector.add_argument("--gateway-id", help=f"default {DEFAULT_GATEWAY_ID}")
-    connector.add_argument("--secret", help=f"default ${SECRET_ENV}, else a random one")
-    connector.add_argument("--no-auth", action="store_true", help="accept any gateway")
-    connector.add_argument(
-        "--script",
-        metavar="FILE",
-        help="replay the lines of FILE as the users (waiting for the gateway, then for the "
-        "end of each turn), print the transcripts and exit: 0 if every turn ended",
-    )
-    connector.add_argument(
-        "--timeout",
-        type=float,
-        default=30.0,
-        help="with --script: seconds to wait for the gateway and for each turn (default 30)",
-    )
-    connector.add_argument(
-        "--ops",
-        default="all",
-        metavar="all|legacy|OP,OP",
-        help="the supported_ops every descriptor advertises (default all: every op of the "
-        "protocol, prompts included; legacy: send, edit, typing, follow_up)",
-    )
-    connector.add_argument("--quiet", action="store_true", help="do not print the frames")
+    from .testing._connector_command import add_arguments
+
+    add_arguments(connector, secret_env=SECRET_ENV)
     connector.set_defaults(func=_connector)
 
     probe = sub.add_parser(

@@ -29,9 +29,9 @@ from typing import Literal, TextIO
 import trio
 
 from .._core.frames import Frame
-from ._connector import ReferenceConnector, open_connector
+from ._connector import ReferenceConnector
 from ._framelog import describe
-from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver
+from ._session import FrameObserver, Session, SessionObserver
 
 HELP = (
     "commands: CHAT> TEXT (a user writes; PLATFORM:CHAT> TEXT names the platform) | "
@@ -260,60 +260,3 @@ def session_printer(out: TextIO) -> SessionObserver:
         print(f"{_now()} #{session.index} {line}", file=out, flush=True)
 
     return show
-
-
-SECRET_ENV = "TRIO_RELAY_SECRET"
-
-
-async def serve_console(
-    host: str,
-    port: int,
-    credentials: dict[str, str] | None,
-    *,
-    ops: list[str],
-    script: list[str] | None,
-    timeout: float,
-    show_frames: bool,
-    out: TextIO,
-) -> int:
-    """``trio-relay connector``: serve (every descriptor advertising ``ops``; empty for
-    the legacy set), print the banner (and every frame), then play
-    the users from standard input until cancelled, or replay ``script`` and return the
-    exit status (0 when every turn ended)."""
-    async with open_connector(
-        host=host,
-        port=port,
-        secrets=credentials,
-        descriptors={"*": {"supported_ops": ops}},
-        on_frame=frame_printer(out) if show_frames else None,
-        on_session=session_printer(out) if show_frames else None,
-    ) as c:
-        print(f"url: {c.url}", file=out)
-        print(f"websocket: {c.ws_url}", file=out)
-        gateway_id = ANONYMOUS
-        if credentials is None:
-            print("auth: none (any gateway may connect)", file=out)
-            print(f"try: trio-relay probe {c.url}", file=out)
-        else:
-            [(gateway_id, secret)] = credentials.items()
-            print(f"gateway id: {gateway_id}", file=out)
-            print(f"secret: {secret}", file=out)
-            print(
-                f"try: {SECRET_ENV}=<secret> trio-relay probe {c.url} --gateway-id {gateway_id}",
-                file=out,
-            )
-        console = Console(c, gateway_id, out)
-        if script is not None:
-            print("serving; replaying the script", file=out, flush=True)
-            ok = await console.replay(script, timeout=timeout)
-            for chat_id in console.chats:
-                print(f"--- transcript of {chat_id}", file=out)
-                print(c.transcript_text(chat_id), end="", file=out, flush=True)
-            return 0 if ok else 1
-        print(
-            "serving; type 'C1> hello' to write in chat C1, 'help' for more; Ctrl-C to stop",
-            file=out,
-            flush=True,
-        )
-        await console.interact(lines_of(0))
-        await c.serve_forever()  # standard input ended: keep serving the gateway
