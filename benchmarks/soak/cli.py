@@ -27,6 +27,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--fault-interval", type=float, default=0.75, help="mean seconds between faults"
     )
+    parser.add_argument(
+        "--dedupe",
+        metavar="STORE",
+        default=None,
+        help="the relay's dedupe store: redis://host:port/db (rediss://, unix://), a SQLite "
+        "file path, or memory (the default)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
         "--log-level", default="CRITICAL", help="log level for the library's logs on stderr"
@@ -55,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             requesters=args.requesters,
             delivery_rate=args.delivery_rate,
             fault_interval=args.fault_interval,
+            dedupe=args.dedupe,
             progress=None if args.quiet else progress,
         )
     finally:

@@ -39,6 +39,8 @@ class SoakReport:
     handler_failures_injected: int = 0
     hostile: Counter[str] = field(default_factory=Counter)
     """Hostile frames sent, by kind (see :mod:`.hostile`)."""
+    dedupe: str = "memory"
+    """The relay's dedupe store (a Redis URL has its password masked)."""
     max_overshoot: float = 0.0
     relay_stats: trio_relay.RelayStats | None = None
     resources: dict[str, tuple[float, float]] = field(default_factory=dict)
@@ -72,7 +74,8 @@ class SoakReport:
         out.append(f"  bursts       {self.bursts} (100-400 requests of {BURST_BYTES} B at once)")
         out.append(
             f"  deliveries   {self.deliveries} buffered, {self.handled} handled, "
-            f"{self.handler_failures_injected} first attempts failed on purpose"
+            f"{self.handler_failures_injected} first attempts failed on purpose; dedupe "
+            f"store: {self.dedupe}"
         )
         out += self._stats_lines()
         for name, (before, after) in self.resources.items():

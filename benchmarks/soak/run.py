@@ -3,15 +3,17 @@ then repair, drain, close, measure, and check (:func:`run_soak`)."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import random
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import trio
 
 import trio_relay
-from trio_relay import UpgradeAuth
+from trio_relay import DedupeStore, RedisDedupeStore, UpgradeAuth
 from trio_relay._core.frames import Outbound
 from trio_relay.testing import (
     ReferenceConnector,
@@ -27,7 +29,14 @@ from .faults import Hit, injector
 from .invariants import Resources, check, relay_objects
 from .observe import errors_visible, tap_client_writes
 from .report import Invariant, SoakReport
-from .settings import GATEWAY_ID, MESSAGE_BYTES, WATCHDOG_GRACE, memory_tolerance, soak_config
+from .settings import (
+    GATEWAY_ID,
+    MESSAGE_BYTES,
+    WATCHDOG_GRACE,
+    dedupe_store,
+    memory_tolerance,
+    soak_config,
+)
 from .state import Soak
 
 __all__ = ["run_soak"]
@@ -59,10 +68,16 @@ async def _run(soak: Soak) -> None:
         max_message_bytes=MESSAGE_BYTES,
         record=False,
     ) as connector:
+        store = dedupe_store(soak.dedupe)
+        if isinstance(store, RedisDedupeStore):
+            # Its client library is imported on first use: before the first measurement,
+            # so that the resident-memory check sees the run, not an import.
+            importlib.import_module("coredis")
+            importlib.import_module("coredis.retry")
         (fds0, tasks0), rss0 = _counts(), rss_bytes(trim=True) or 0
         objects0 = relay_objects()
         until = trio.current_time() + soak.seconds
-        report.relay_stats = await _run_relay(soak, connector, until)
+        report.relay_stats = await _run_relay(soak, connector, until, store)
         await _wait_sessions_over(connector)
         fds1, tasks1 = await _settled(fds0, tasks0)
         objects1 = relay_objects()
@@ -85,7 +100,7 @@ async def _run(soak: Soak) -> None:
 
 
 async def _run_relay(
-    soak: Soak, connector: ReferenceConnector, until: float
+    soak: Soak, connector: ReferenceConnector, until: float, store: DedupeStore | None
 ) -> trio_relay.RelayStats:
     async def on_message(event: trio_relay.MessageEvent) -> None:
         await actors.handle_message(soak, event)
@@ -94,7 +109,7 @@ async def _run_relay(
         connector.url,
         auth=UpgradeAuth(GATEWAY_ID, soak.secret),
         on_message=on_message,
-        config=soak_config(),
+        config=soak_config(store),
     ) as relay:
         # Requests (bursts included) live in their own nursery, so that stopping the
         # chaos never cancels one: each must end by its own deadline.
@@ -177,6 +192,7 @@ def run_soak(
     timeouts: tuple[float, float] = (0.25, 2.0),
     progress: Callable[[str], None] | None = None,
     watchdog_grace: float = WATCHDOG_GRACE,
+    dedupe: str | None = None,
 ) -> SoakReport:
     """Run the chaos soak for ``seconds`` of injected faults (plus a few seconds to drain
     and close) and return its report; ``report.ok`` says whether every invariant held.
@@ -185,7 +201,9 @@ def run_soak(
     ``None`` picks one, printed in the report. ``fault_interval`` is the mean gap between
     faults; request timeouts are drawn uniformly from ``timeouts``. A run still going
     ``watchdog_grace`` seconds after the chaos ended is cancelled and reported wedged.
-    Must not be called from inside a Trio run.
+    ``dedupe``: the relay's dedupe store, a Redis URL (``redis://host:port/0``) or a
+    SQLite path; None keeps the default memory store. Must not be called from inside a
+    Trio run.
     """
     if seconds <= 0:
         raise ValueError(f"seconds must be positive, got {seconds!r}")
@@ -200,7 +218,9 @@ def run_soak(
         timeouts=timeouts,
         progress=progress,
         watchdog_grace=watchdog_grace,
+        dedupe=dedupe,
     )
+    soak.report.dedupe = _masked(dedupe)
 
     def sent(message: str | bytes, returned: bool) -> None:
         soak.flags.mark_sent(message, ledger.WRITTEN if returned else ledger.ATTEMPTED)
@@ -213,3 +233,16 @@ def run_soak(
     finally:
         root.removeHandler(soak.errors)
     return soak.report
+
+
+def _masked(dedupe: str | None) -> str:
+    """How the report names the store: never with a password."""
+    if dedupe is None:
+        return "memory"
+    parts = urlsplit(dedupe)
+    if parts.password is None:
+        return dedupe
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))

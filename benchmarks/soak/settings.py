@@ -3,7 +3,9 @@ invariant allows."""
 
 from __future__ import annotations
 
-from trio_relay import RelayConfig
+import secrets
+
+from trio_relay import DedupeStore, RedisDedupeStore, RelayConfig, SqliteDedupeStore
 
 __all__ = [
     "BURST_BYTES",
@@ -11,6 +13,7 @@ __all__ = [
     "DEADLINE_SLACK",
     "GATEWAY_ID",
     "MESSAGE_BYTES",
+    "dedupe_store",
     "PLATFORM",
     "WATCHDOG_GRACE",
     "memory_tolerance",
@@ -53,10 +56,24 @@ def memory_tolerance(sessions: int) -> int:
     return MEMORY_SLACK + MEMORY_PER_SESSION * sessions
 
 
-def soak_config() -> RelayConfig:
+def dedupe_store(dedupe: str | None) -> DedupeStore | None:
+    """The store ``--dedupe`` names: None (the default memory store), a ``redis://`` /
+    ``rediss://`` / ``unix://`` URL (keys under a prefix of their own, so a run never sees
+    another's), or a SQLite file path."""
+    if dedupe is None or dedupe == "memory":
+        return None
+    if dedupe.split(":", 1)[0] in ("redis", "rediss", "unix"):
+        prefix = f"trio-relay-soak:{secrets.token_hex(6)}:"
+        # A short lease: a claim the relay dropped with its connection frees up soon.
+        return RedisDedupeStore(dedupe, prefix=prefix, lease=5.0, ttl=3600.0)
+    return SqliteDedupeStore(dedupe)
+
+
+def soak_config(store: DedupeStore | None = None) -> RelayConfig:
     """The relay's configuration during the soak: the contract's rules, on a timescale
     where faults are found and recovered from in well under a second."""
     return RelayConfig(
+        dedupe_store=store,
         ping_interval=0.25,
         ping_timeout=1.0,
         handshake_timeout=1.0,

@@ -29,6 +29,9 @@ class Soak:
     """Mean seconds between hostile frames (0: none)."""
     timeouts: tuple[float, float] = (0.25, 2.0)
     """Request timeouts are drawn uniformly from this range."""
+    dedupe: str | None = None
+    """``--dedupe``: None (memory), a Redis URL or a SQLite path (see
+    :func:`.settings.dedupe_store`)."""
     progress: Callable[[str], None] | None = None
     watchdog_grace: float = 180.0
     rng: random.Random = field(init=False)

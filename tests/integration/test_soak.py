@@ -14,28 +14,49 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+from redis_support import RedisServer, redis_server
 from trio_relay_benchmarks.soak import FAULTS, Invariant, SoakReport, run_soak
 
 SECONDS = 7.0
 
+__all__ = ["redis_server"]  # a fixture, used below
 
-def _short_soak(seed: int | None) -> SoakReport:
-    return run_soak(SECONDS, seed=seed, fault_interval=0.5, watchdog_grace=60.0)
+
+def _short_soak(seed: int | None, seconds: float, dedupe: str | None) -> SoakReport:
+    return run_soak(seconds, seed=seed, fault_interval=0.5, watchdog_grace=60.0, dedupe=dedupe)
+
+
+def _in_fresh_interpreter(seconds: float, dedupe: str | None = None) -> SoakReport:
+    """The soak checks this process's file descriptors and resident memory, which the
+    suite's earlier tests would otherwise have shaped: run it in an interpreter of its
+    own."""
+    seed_text = os.environ.get("TRIO_RELAY_SOAK_SEED")
+    seed = int(seed_text) if seed_text else None
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_short_soak, seed, seconds, dedupe).result()
 
 
 @pytest.mark.slow
 def test_short_soak_holds_every_invariant() -> None:
-    seed_text = os.environ.get("TRIO_RELAY_SOAK_SEED")
-    # A fresh interpreter: the soak checks this process's file descriptors and resident
-    # memory, which the suite's earlier tests would otherwise have shaped.
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        report = pool.submit(_short_soak, int(seed_text) if seed_text else None).result()
+    report = _in_fresh_interpreter(SECONDS)
     table = report.render()
     assert report.ok, table
     assert report.requests > 50, table  # alive, not a speed claim
     assert sum(report.faults.values()) >= 5, table
     assert report.deliveries > 50 and report.handled == report.deliveries, table
     assert report.wall_time < SECONDS + 10, table
+
+
+@pytest.mark.slow
+def test_short_soak_with_the_redis_dedupe_store(redis_server: RedisServer) -> None:
+    """``trio-relay soak --dedupe redis://...``: the same promises with "handled once"
+    kept in a real redis-server."""
+    report = _in_fresh_interpreter(4.0, dedupe=redis_server.url)
+    table = report.render()
+    assert report.ok, table
+    assert report.dedupe == redis_server.url and "dedupe store: redis://" in table
+    assert report.deliveries > 20 and report.handled == report.deliveries, table
+    assert report.relay_stats is not None and report.relay_stats.replays_dropped > 0, table
 
 
 def test_the_table_names_every_invariant_and_fault() -> None:
