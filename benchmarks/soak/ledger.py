@@ -34,8 +34,8 @@ AMBIGUOUS = 64  # ... with an ambiguous failure
 SUCCESS = 128  # ... with success
 ATTEMPTED = 256  # the client's write of a message carrying it began
 
-_NONCE = re.compile(rb'"nonce":(\d+)')
-_OUTBOUND = b'"outbound"'
+_NONCE = re.compile(rb'"nonce":(\d+)(?=\D)')
+"""A nonce whose digits are all there (only actions carry one)."""
 
 
 class Flags:
@@ -61,9 +61,7 @@ class Flags:
         return bool(self.data[nonce] & flag)
 
     def mark_sent(self, data: bytes | bytearray | memoryview | str, flag: int) -> None:
-        """Set ``flag`` on every nonce of an ``outbound`` frame in ``data`` (bytes the
-        client handed to its socket)."""
+        """Set ``flag`` on every nonce in ``data`` (text the client handed to its socket)."""
         raw = data.encode() if isinstance(data, str) else bytes(data)
-        if _OUTBOUND in raw:
-            for match in _NONCE.finditer(raw):
-                self.set(int(match.group(1)), flag)
+        for match in _NONCE.finditer(raw):
+            self.set(int(match.group(1)), flag)

@@ -3,10 +3,12 @@ then repair, drain, close, measure, and check (:func:`run_soak`)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import importlib
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -38,6 +40,7 @@ from .settings import (
     soak_config,
 )
 from .state import Soak
+from .wiretap import TapDialer
 
 __all__ = ["run_soak"]
 
@@ -109,7 +112,7 @@ async def _run_relay(
         connector.url,
         auth=UpgradeAuth(GATEWAY_ID, soak.secret),
         on_message=on_message,
-        config=soak_config(store),
+        config=soak_config(store, soak.dialer),
     ) as relay:
         # Requests (bursts included) live in their own nursery, so that stopping the
         # chaos never cancels one: each must end by its own deadline.
@@ -228,11 +231,23 @@ def run_soak(
     root = logging.getLogger()
     root.addHandler(soak.errors)
     try:
-        with errors_visible(), tap_client_writes(sent):
+        with errors_visible(), _tapped(soak, sent):
             trio.run(_guarded, soak)
     finally:
         root.removeHandler(soak.errors)
     return soak.report
+
+
+@contextlib.contextmanager
+def _tapped(soak: Soak, sent: Callable[[bytes | str, bool], None]) -> Iterator[None]:
+    """Read the client's writes back: through the dialer seam where the relay has one
+    (``RelayConfig(dialer=...)``), else at trio-websocket's ``send_message``."""
+    if "dialer" in {f.name for f in dataclasses.fields(trio_relay.RelayConfig)}:
+        soak.dialer = TapDialer(sent)
+        yield
+    else:
+        with tap_client_writes(sent):
+            yield
 
 
 def _masked(dedupe: str | None) -> str:

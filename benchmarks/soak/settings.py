@@ -4,6 +4,7 @@ invariant allows."""
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from trio_relay import DedupeStore, RedisDedupeStore, RelayConfig, SqliteDedupeStore
 
@@ -69,10 +70,13 @@ def dedupe_store(dedupe: str | None) -> DedupeStore | None:
     return SqliteDedupeStore(dedupe)
 
 
-def soak_config(store: DedupeStore | None = None) -> RelayConfig:
+def soak_config(store: DedupeStore | None = None, dialer: Any = None) -> RelayConfig:
     """The relay's configuration during the soak: the contract's rules, on a timescale
-    where faults are found and recovered from in well under a second."""
+    where faults are found and recovered from in well under a second. ``dialer``: the
+    write tap (see :mod:`.wiretap`)."""
+    extra: dict[str, Any] = {} if dialer is None else {"dialer": dialer}
     return RelayConfig(
+        **extra,
         dedupe_store=store,
         ping_interval=0.25,
         ping_timeout=1.0,

@@ -6,6 +6,7 @@ import random
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import trio
 
@@ -32,6 +33,8 @@ class Soak:
     dedupe: str | None = None
     """``--dedupe``: None (memory), a Redis URL or a SQLite path (see
     :func:`.settings.dedupe_store`)."""
+    dialer: Any = None
+    """What the relay dials through (the write tap), when it takes a dialer."""
     progress: Callable[[str], None] | None = None
     watchdog_grace: float = 180.0
     rng: random.Random = field(init=False)
