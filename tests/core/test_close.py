@@ -120,3 +120,34 @@ def test_connection_end_defaults() -> None:
     assert end.by_us is False
     assert end.had_handshake is False
     assert end.up_for is None
+
+
+@pytest.mark.parametrize(
+    ("status", "patience"),
+    [
+        (None, False),
+        (400, False),
+        (401, False),
+        (403, False),
+        (404, False),
+        (407, False),
+        (408, True),
+        (429, True),
+        (499, False),
+        (500, True),
+        (502, True),
+        (503, True),
+        (599, True),
+        (600, False),
+    ],
+)
+def test_which_http_answers_ask_for_patience(status: int | None, patience: bool) -> None:
+    """408, 429 and 5xx at the upgrade: retried with backoff, honouring Retry-After."""
+    assert ConnectionEnd("test", http_status=status).asks_for_patience is patience
+
+
+@pytest.mark.parametrize(
+    ("code", "refused"), [(AUTH_CLOSE_CODE, True), (4400, False), (1000, False), (None, False)]
+)
+def test_auth_refused_is_the_auth_close_code(code: int | None, refused: bool) -> None:
+    assert ConnectionEnd("test", code).auth_refused is refused
