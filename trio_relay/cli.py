@@ -188,9 +188,15 @@ def _probe_command(args: argparse.Namespace) -> int:
     secret = args.secret or os.environ.get(SECRET_ENV)
     auth: UpgradeAuth | None = None
     try:
+        if not args.timeout > 0:  # NaN fails this too
+            raise ProbeFailed(f"--timeout must be a positive number of seconds, got {args.timeout}")
         if args.gateway_id:
             if not secret:
                 raise ProbeFailed(f"--gateway-id needs a secret (--secret or ${SECRET_ENV})")
+            try:
+                check_gateway_id(args.gateway_id)
+            except ValueError as exc:
+                raise ProbeFailed(f"--gateway-id: {exc}") from None
             auth = UpgradeAuth(args.gateway_id, secret)
         identities = [Identity(p, b) for p, _, b in (s.partition(":") for s in args.platform)]
         _run_trio(

@@ -193,3 +193,20 @@ def test_probe_subprocess_exit_code(connector: Served) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "platform relay" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--timeout", "0"], "--timeout"),
+        (["--timeout", "nan"], "--timeout"),
+        (["--gateway-id", "g:w", "--secret", "s"], "--gateway-id"),
+    ],
+)
+def test_probe_argument_errors_name_the_flag(
+    capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
+) -> None:
+    assert main(["probe", "http://127.0.0.1:9", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"probe failed: {flag}") and "RelayConfig" not in err
+    assert err.count("\n") == 1
