@@ -34,6 +34,7 @@ from ._core.config import Identity, RelayConfig, UpgradeAuth
 from ._core.descriptor import Descriptor
 from ._core.errors import InsecureURLError, RelayRevoked
 from ._core.state import State
+from ._core.token import check_gateway_id
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
 
