@@ -8,6 +8,7 @@ whatever the network does. See README.md for the guarantees.
 from ._core.config import Identity, RelayConfig, UpgradeAuth
 from ._core.dedupe_store import DedupeStore, MemoryDedupeStore
 from ._core.descriptor import Descriptor
+from ._core.enrichments import ContextMessage, PromptResponse, ReplyTo
 from ._core.errors import RelayClosed, RelayError, RelayRevoked
 from ._core.event import Media, MessageEvent, Source
 from ._core.keepalive import KeepaliveConfig
@@ -15,6 +16,8 @@ from ._core.media import MediaError, MediaTooLarge
 from ._core.outcome import Outcome
 from ._core.passthrough import PassthroughForward
 from ._core.policy import RelevancePolicy
+from ._core.prompts import PromptAnswer, PromptOption
+from ._core.routes import Route, RouteTable
 from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.dedupe_sqlite import SqliteDedupeStore
@@ -22,9 +25,11 @@ from ._trio.inbound import DeadLetter
 from ._trio.lifetime import open_relay
 from ._trio.redis_store import RedisDedupeStore
 from ._trio.relay import Relay
+from ._trio.streaming import StreamReply
 from .http._stall import StreamStalled
 
 __all__ = [
+    "ContextMessage",
     "DeadLetter",
     "DedupeStore",
     "Descriptor",
@@ -37,6 +42,9 @@ __all__ = [
     "MessageEvent",
     "Outcome",
     "PassthroughForward",
+    "PromptAnswer",
+    "PromptOption",
+    "PromptResponse",
     "RedisDedupeStore",
     "Relay",
     "RelayClosed",
@@ -45,9 +53,13 @@ __all__ = [
     "RelayRevoked",
     "RelayStats",
     "RelevancePolicy",
+    "ReplyTo",
+    "Route",
+    "RouteTable",
     "Source",
     "SqliteDedupeStore",
     "State",
+    "StreamReply",
     "StreamStalled",
     "UpgradeAuth",
     "open_relay",

@@ -124,9 +124,16 @@ def test_nothing_to_add_returns_the_same_object() -> None:
     "action",
     [
         {"op": "follow_up", "session_key": "s", "kind": "k", "content": "c", "chat_id": "C1"},
-        {"op": "get_chat_info", "chat_id": "C1"},
         {"op": "send", "chat_id": "C1", "metadata": "not an object"},
     ],
 )
 def test_left_alone(action: dict[str, Any]) -> None:
     assert routed_action(action, ROUTE, multi_profile=True) is action
+
+
+def test_get_chat_info_is_chat_addressed_too() -> None:
+    action = {"op": "get_chat_info", "chat_id": "C1"}
+    assert routed_action(action, ROUTE, multi_profile=False)["metadata"] == {
+        "scope_id": "G1",
+        "user_id": "U1",
+    }

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trio_relay._core.text import split_text, text_length
+from trio_relay._core.text import first_piece, split_text, text_length
 
 ASTRAL = "😀🎉𝄞𠀋"  # emoji, a musical symbol, a CJK extension-B ideograph: 2 UTF-16 units each
 
@@ -174,3 +174,41 @@ def test_a_fence_that_fits_is_never_cut(
     pieces = split_text(text, limit)
     assert any(block in piece for piece in pieces), pieces
     assert all(piece.count("```") % 2 == 0 for piece in pieces), pieces
+
+
+def test_first_piece() -> None:
+    assert first_piece("short", 10) == ("short", "")
+    assert first_piece("alpha beta gamma", 11) == ("alpha beta", "gamma")
+    piece, rest = first_piece("```py\n" + "x = 1\n" * 10 + "```\nend", 30)
+    assert piece.endswith("\n```") and rest.startswith("```py\n")
+
+
+@pytest.mark.parametrize(
+    "text", ["```\n" + "x" * 100, "```\n" + "word " * 40, "~~~\n\n\n" + "y " * 50 + "\n~~~"]
+)
+def test_fence_opening_alone_always_makes_progress(text: str) -> None:
+    pieces = split_text(text, 12)
+    assert all(len(p) <= 12 for p in pieces)
+    assert sum(p.count("x") + p.count("word") + p.count("y") for p in pieces) == sum(
+        text.count(s) for s in ("x", "word", "y")
+    )
+
+
+FENCED = st.lists(
+    st.sampled_from(["```", "```py", "~~~", "\n", "\n\n", "code", " ", "😀", "x"]), max_size=80
+).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=FENCED, limit=st.integers(2, 30), unit=st.sampled_from(["chars", "utf16"]))
+def test_first_piece_always_progresses_and_fits(text: str, limit: int, unit: str) -> None:
+    rest = text
+    for _ in range(len(text) + 1):
+        if not rest:
+            break
+        piece, after = first_piece(rest, limit, unit)
+        assert text_length(piece, unit) <= limit or len(piece) == 1
+        assert len(after) < len(rest)
+        rest = after
+    else:
+        pytest.fail("first_piece made no progress")

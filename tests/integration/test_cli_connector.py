@@ -71,14 +71,14 @@ async def echo_agent(url: str) -> AsyncIterator[trio_relay.Relay]:
 
     async def on_message(event: trio_relay.MessageEvent) -> None:
         chat_id = event.source.chat_id
+        assert chat_id is not None
         if event.text == "deploy":
-            options = [{"id": "yes", "label": "Yes"}, {"id": "no", "label": "No"}]
-            prompt = {"op": "prompt", "chat_id": chat_id, "prompt_kind": "approval"}
-            prompt |= {"prompt_id": "p.0000abcd", "content": "Sure?", "options": options}
-            assert (await relays[0].request(prompt)).success
+            # The press is consumed by ask (it never reaches on_message); echo it.
+            answer = await relays[0].ask(chat_id, "Sure?", [("yes", "Yes"), ("no", "No")])
+            content = f"echo: /{answer.option_id}" if answer else "echo: no answer"
         else:
             content = f"echo: {event.text}"
-            await relays[0].request({"op": "send", "chat_id": chat_id, "content": content})
+        await relays[0].request({"op": "send", "chat_id": chat_id, "content": content})
 
     async with trio_relay.open_relay(
         url, identities=[trio_relay.Identity("slack", "B1")], on_message=on_message
@@ -117,7 +117,8 @@ async def test_a_person_writes_and_reads_every_frame() -> None:
         inbound = await output.until("-> inbound")
         assert inbound.endswith('-> inbound buf-1 slack:C1 U1: "hello there"')
         request = await output.until("<- outbound")
-        assert request.endswith('send chat_id=C1 "echo: hello there"')
+        # Routed: the envelope names the chat's platform, metadata its user.
+        assert request.endswith('[slack] send chat_id=C1 "echo: hello there" metadata{user_id=U1}')
         assert (await output.until("-> outbound_result")).endswith("ok message_id=m1")
         assert (await output.until("<- inbound_ack")).endswith("<- inbound_ack buf-1")
         assert "? not understood: 'nonsense'" in await output.until("not understood")

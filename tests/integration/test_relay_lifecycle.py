@@ -183,9 +183,11 @@ async def test_cancelled_exit_is_prompt_and_leaves_nothing_behind(
         took = trio.current_time() - cancelled_at
         assert took <= CLOSE_BOUND
         # Nothing is left to drain (the callers were cancelled), and the relay's reader
-        # outlives the cancellation until the close is over: a healthy peer's closing
-        # handshake completes at once; a silent one is given close_timeout.
-        assert took == (DEFAULTS.close_timeout if peer == "silent" else 0.0)
+        # outlives the cancellation until the close is over: a healthy peer acks
+        # going_idle and completes the closing handshake at once; a silent one is given
+        # drain_timeout for the ack, then close_timeout.
+        silent = DEFAULTS.drain_timeout + DEFAULTS.close_timeout
+        assert took == (silent if peer == "silent" else 0.0)
         assert outcomes == []  # cancelled callers get no outcome: they were cancelled
         assert relay.state is State.CLOSED
 

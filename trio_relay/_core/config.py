@@ -113,6 +113,17 @@ class RelayConfig:
     """Size cap of ``relay.media`` uploads and downloads (the connector's is 25 MB)."""
     media_stall_timeout: float = 30.0
     """A media transfer that moves no byte for this long is abandoned."""
+    route_cache_size: int = 10_000
+    """How many chats' routing metadata (platform, bot id, scope_id, user_id, profile,
+    thread_id of their latest inbound) the relay remembers, least recently used
+    evicted; see ``Relay.routes``."""
+    edit_interval: float = 0.5
+    """Least time between two edits of a ``stream_reply`` message: platforms rate-limit
+    edits, and a model writes faster than anyone reads."""
+    go_idle_on_close: bool = True
+    """Leaving ``open_relay`` first sends ``going_idle`` and keeps serving until the
+    connector's ``going_idle_ack`` (within ``drain_timeout``), so an event racing the
+    close is delivered live or buffered for the next start, never lost."""
     wall_clock: Callable[[], float] = field(default=time.time, repr=False, compare=False)
     """Unix time in seconds, read when a bearer token is minted (once per dial). Tests
     and clock-skew experiments pass their own."""
@@ -139,6 +150,8 @@ class RelayConfig:
             "dedupe_size",
             "media_max_bytes",
             "media_stall_timeout",
+            "route_cache_size",
+            "edit_interval",
         )
         for name in positive:
             value = getattr(self, name)

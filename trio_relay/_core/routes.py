@@ -28,11 +28,6 @@ from .event import Source, normalize_platform
 
 __all__ = ["Route", "RouteTable", "routed_action"]
 
-# Chat-addressed ops whose table row has no ``metadata`` field; they get the envelope
-# (platform, botId) but their action is left as the caller wrote it.
-_NO_METADATA_OPS = frozenset({"get_chat_info"})
-
-
 @dataclass(frozen=True, slots=True)
 class Route:
     """What the latest inbound of one chat said about where it lives."""
@@ -129,7 +124,10 @@ def routed_action(
     """``action`` with the route's discriminators added to its ``metadata`` where the
     caller left them out; the same object when there is nothing to add (so an action
     that needs nothing encodes exactly as before). Never mutates ``action``."""
-    if action.get("op") in _NO_METADATA_OPS or action.get("op") == "follow_up":
+    # Every chat-addressed op, get_chat_info included (its row lists no metadata, but
+    # the protocol asks it of every frame addressed to a chat, and readers ignore
+    # fields they do not know).
+    if action.get("op") == "follow_up":
         # follow_up carries its profile inside its session_key namespace instead.
         return action
     metadata = action.get("metadata")

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["split_text", "text_length"]
+__all__ = ["first_piece", "split_text", "text_length"]
 
 LenUnit = Literal["chars", "utf16"]
 
@@ -54,42 +54,46 @@ def split_text(text: str, limit: int, len_unit: str = "chars") -> list[str]:
     character, even when ``limit`` is smaller than that character (a limit of 1 and an
     astral character in ``utf16``): no platform has such a limit.
     """
+    pieces: list[str] = []
+    rest = text
+    while rest:
+        piece, rest = first_piece(rest, limit, len_unit)
+        if piece.strip():
+            pieces.append(piece)
+    return pieces
+
+
+def first_piece(text: str, limit: int, len_unit: str = "chars") -> tuple[str, str]:
+    """The first piece :func:`split_text` would cut from ``text``, and what is left to
+    cut next: ``("".join of split_text(rest))`` continues where the piece stopped. The
+    rest starts with the reopened fence line when the cut fell inside a code block.
+    ``text`` fits whole: ``(text, "")``. Streaming replies use this to finalise one
+    message while the text keeps growing."""
     if limit < 1:
         raise ValueError(f"limit must be at least 1 unit, got {limit!r}")
+    window_end = _window_end(text, 0, limit, len_unit)
+    if window_end == len(text):
+        return text, ""
     fences = _fences(text)
-    pieces: list[str] = []
-    prefix = ""  # the reopened fence of a code block cut by the previous piece
-    start = 0
-    while start < len(text):
-        budget = limit - text_length(prefix, len_unit)
-        window_end = _window_end(text, start, budget, len_unit)
-        if window_end == len(text):
-            pieces.append(prefix + text[start:])
-            break
-        cut, resume = _choose_cut(text, start, window_end, fences)
-        fence = _fence_at(fences, cut)
-        if fence is not None:
-            closing = "\n" + fence.marker
-            reserve = text_length(closing, len_unit)
-            reopen = fence.opening + "\n"
-            if budget - reserve > 0 and text_length(reopen, len_unit) + reserve < limit:
-                window_end = _window_end(text, start, budget - reserve, len_unit)
-                cut, resume = _choose_cut(text, start, window_end, fences)
-                fence = _fence_at(fences, cut)
-            else:
-                fence = None  # a fence line as long as the limit: cut it plainly
-        if fence is None:
-            pieces.append(prefix + text[start:cut])
-            prefix = ""
-        elif resume >= fence.closing:
-            # Only the closing marker is left of the block: it ends this piece.
-            pieces.append(prefix + text[start:cut] + closing)
-            prefix, resume = "", _skip_space(text, fence.end)
-        else:
-            pieces.append(prefix + text[start:cut] + closing)
-            prefix = reopen
-        start = resume
-    return [piece for piece in pieces if piece.strip()]
+    cut, resume = _choose_cut(text, 0, window_end, fences)
+    fence = _fence_at(fences, cut)
+    if fence is None:
+        return text[:cut], text[resume:]
+    closing = "\n" + fence.marker
+    reserve = text_length(closing, len_unit)
+    reopen = fence.opening + "\n"
+    if limit - reserve <= 0 or text_length(reopen, len_unit) + reserve >= limit:
+        return text[:cut], text[resume:]  # a fence line as long as the limit: cut plainly
+    window_end = _window_end(text, 0, limit - reserve, len_unit)
+    cut, resume = _choose_cut(text, 0, window_end, fences)
+    fence = _fence_at(fences, cut)
+    if fence is None or cut <= fence.start + len(fence.opening):
+        # Outside, or no code before the cut (reopening would make no progress).
+        return text[:cut], text[resume:]
+    if resume >= fence.closing:
+        # Only the closing marker is left of the block: it ends this piece.
+        return text[:cut] + closing, text[_skip_space(text, fence.end) :]
+    return text[:cut] + closing, reopen + text[resume:]
 
 
 def _window_end(text: str, start: int, limit: int, len_unit: str) -> int:
@@ -126,9 +130,11 @@ def _choose_cut(text: str, start: int, end: int, fences: list[_Fence]) -> tuple[
             if not _inside(fences, cut):
                 return cut, resume
     # 3. a fence longer than the limit has to be cut: at a line, else a word;
-    for found in candidates[1:]:
-        if found:
-            return found[-1]
+    lines, words = candidates[1], candidates[2]
+    if lines and (lines[-1][0] - start >= full * _MIN_FILL or not words):
+        return lines[-1]
+    if words:
+        return words[-1]
     # 4. one unbroken run: between characters, not inside a composed emoji.
     cut = _hard_cut(text, start, end)
     return cut, cut

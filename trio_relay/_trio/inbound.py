@@ -33,6 +33,10 @@ user's code is ``handler_call.py``. The rules, and why:
   logged with its ids, and not acked, so it is redelivered.
 - **Overload** (``backlog.py``): buffered deliveries past ``max_inbound_queue`` are left
   to the connector; live ones queue up to twice that.
+- **Intercepts** (:meth:`InboundPipeline.add_intercept`): synchronous checks at submit,
+  before the lanes, that may consume a new message (acked and committed at once): a
+  prompt press arrives in the asking handler's own chat, so in the lane it would wait
+  behind the very handler that awaits it.
 """
 
 from __future__ import annotations
@@ -66,11 +70,15 @@ from .handler_call import HandlerCall
 from .interrupts import InterruptRunner
 
 __all__ = ["LIVE_OVERFLOW_FACTOR", "DeadLetter", "DeadLetterHandler", "InboundPipeline",
-           "InterruptHandler", "MessageHandler", "PassthroughHandler", "PreHandler"]
+           "Intercept", "InterruptHandler", "MessageHandler", "PassthroughHandler",
+           "PreHandler"]
 
 logger = logging.getLogger("trio_relay")
 
 InboundItem = InboundFrame | PassthroughFrame | InterruptInbound
+Intercept = Callable[[MessageEvent], bool]
+"""A synchronous check at submit; true consumes the message. It must not block; one
+that raises is logged and the message goes on."""
 
 
 class InboundPipeline:
@@ -118,6 +126,11 @@ class InboundPipeline:
         self._early: list[InboundItem] | None = []
         self._nursery: trio.Nursery | None = None
         self._store: DedupeSession | None = None
+        self._intercepts: list[Intercept] = []
+
+    def add_intercept(self, check: Intercept) -> None:
+        """Offer every new message to ``check`` at submit (see "Intercepts" above)."""
+        self._intercepts.append(check)
 
     def add_pre_handler(self, step: PreHandler) -> None:
         """Run ``step`` on every message before ``on_message``: it may replace the event
@@ -170,6 +183,10 @@ class InboundPipeline:
                 else:  # in progress: the copy in flight will ack
                     logger.debug("inbound: dropped copy of in-flight %s", delivery.label)
                 return
+        if isinstance(delivery.payload, MessageEvent) and self._intercepted(delivery.payload):
+            self._stats.delivered += 1
+            self._finish(delivery)
+            return
         if not self._has_room(delivery.buffer_id is not None, delivery.label):
             if delivery.key is not None:
                 self._dedupe.release(delivery.key)
@@ -183,6 +200,15 @@ class InboundPipeline:
             self._nursery.start_soon(self._drain_lane, lane_key, lane)
         else:
             lane.append(delivery)
+
+    def _intercepted(self, event: MessageEvent) -> bool:
+        for check in self._intercepts:
+            try:
+                if check(event):
+                    return True
+            except Exception:
+                logger.exception("inbound: an intercept raised; the message goes on")
+        return False
 
     def _has_room(self, buffered: bool, label: str) -> bool:
         room, started = self._backlog.room(buffered)

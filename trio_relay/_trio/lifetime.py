@@ -21,9 +21,12 @@ from typing import Any
 import trio
 
 from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.event import MessageEvent
 from .._core.media import ConnectorRoutes
+from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
 from .._core.stats import RelayStats
+from .adapter import bind_relay
 from .connector_http import ConnectorHttp
 from .inbound import (
     DeadLetterHandler,
@@ -43,9 +46,11 @@ async def open_relay(
     *,
     identities: Sequence[Identity] | None = None,
     auth: UpgradeAuth | None = None,
-    on_message: MessageHandler | None = None,
-    on_interrupt: InterruptHandler | None = None,
-    on_passthrough: PassthroughHandler | None = None,
+    on_message: MessageHandler | Callable[[MessageEvent, Relay], Awaitable[None]] | None = None,
+    on_interrupt: InterruptHandler | Callable[[str, str, Relay], Awaitable[None]] | None = None,
+    on_passthrough: PassthroughHandler
+    | Callable[[PassthroughForward, Relay], Awaitable[None]]
+    | None = None,
     on_dead_letter: DeadLetterHandler | None = None,
     config: RelayConfig | None = None,
     policy: RelevancePolicy | None = None,
@@ -66,6 +71,10 @@ async def open_relay(
     stats = RelayStats()
     relay: Relay | None = None
 
+    def get_relay() -> Relay:
+        assert relay is not None  # handlers run only once the relay exists
+        return relay
+
     def send_ack(buffer_id: str) -> bool:
         return relay is not None and relay._send_ack(buffer_id)
 
@@ -76,15 +85,19 @@ async def open_relay(
         config,
     )
     media = RelayMedia(routes_http, config)
-    if config.download_media and on_message is not None:
-        on_message = with_media_downloads(on_message, media)
+    # Handlers may take the relay as one more argument (``async def on_message(event,
+    # relay)``); decided once, here, from the user's own signature, before any
+    # wrapper hides it.
+    message_handler = bind_relay(on_message, 1, get_relay)
+    if config.download_media and message_handler is not None:
+        message_handler = with_media_downloads(message_handler, media)
 
     pipeline = InboundPipeline(
         config=config,
         stats=stats,
-        on_message=on_message,
-        on_interrupt=on_interrupt,
-        on_passthrough=on_passthrough,
+        on_message=message_handler,
+        on_interrupt=bind_relay(on_interrupt, 2, get_relay),
+        on_passthrough=bind_relay(on_passthrough, 1, get_relay),
         on_dead_letter=on_dead_letter,
         send_ack=send_ack,
         namespace=auth.gateway_id if auth is not None else "",

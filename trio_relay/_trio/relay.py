@@ -12,7 +12,8 @@ import itertools
 import logging
 import random
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import trio
@@ -27,16 +28,20 @@ from .._core.errors import InsecureURLError
 from .._core.frames import FrameError, Interrupt
 from .._core.lifecycle import AUTH_ADVICE, Change, Lifecycle
 from .._core.outcome import Outcome
+from .._core.prompts import OptionSpec, PromptAnswer
 from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.url import normalize_url
+from . import adapter as _adapter
 from .acks import TrackedAck
+from .adapter import AdapterPlane
 from .connection import Connection
 from .dial import Endpoint
 from .inbound import InboundPipeline
 from .media import RelayMedia
 from .serve import ConnectionHooks
 from .states import StateChanges, StateFeed
+from .streaming import StreamReply, open_stream_reply
 from .supervisor import Supervisor, token_minter
 
 logger = logging.getLogger("trio_relay")
@@ -75,6 +80,12 @@ class Relay:
         self._config = config
         self._pipeline = pipeline
         self._last_ack: TrackedAck | None = None
+        self._adapter = AdapterPlane(config, self._bot_ids)
+        self.routes = self._adapter.routes
+        """Per-chat routing metadata learned from inbound; ``routes.prime(source)``
+        seeds a chat before its first inbound (a cold start)."""
+        pipeline.add_pre_handler(self._adapter.record_route)
+        pipeline.add_intercept(self._adapter.intercept)
         self.stats = stats
         self._conn: Connection | None = None
         """The connection requests go to: open, handshake done."""
@@ -203,7 +214,9 @@ class Relay:
         request fails at once, unless ``wait_connected`` is true: then it waits for the
         next connection within the same timeout.
         """
-        request_id, line, op = self._encode_request(action, platform)
+        routed = self._adapter.route(action, platform)  # fills the chat's routing metadata
+        platform = routed.platform
+        request_id, line, op = self._encode_request(routed.action, platform, routed.bot_id)
         timeout = self._config.request_timeout if timeout is None else timeout
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -215,7 +228,7 @@ class Relay:
         return outcome
 
     def _encode_request(
-        self, action: Mapping[str, Any], platform: str | None
+        self, action: Mapping[str, Any], platform: str | None, routed_bot_id: str | None = None
     ) -> tuple[str, str, str]:
         if not isinstance(action, Mapping) or not isinstance(action.get("op"), str):
             raise TypeError("action must be a mapping with a string 'op', e.g. {'op': 'send', ...}")
@@ -227,8 +240,9 @@ class Relay:
         frame: dict[str, Any] = {"type": "outbound", "requestId": request_id, "action": action}
         if platform is not None:
             frame["platform"] = platform
-            if self._bot_ids[platform]:
-                frame["botId"] = self._bot_ids[platform]
+            bot_id = routed_bot_id or self._bot_ids[platform]
+            if bot_id:
+                frame["botId"] = bot_id
         try:
             line = encode_line(frame)
         except (TypeError, ValueError) as exc:
@@ -279,6 +293,66 @@ class Relay:
         if self.state is State.REVOKED:
             return _outcome.revoked()
         return None
+
+    # --- the adapter plane (adapter.py, streaming.py, prompts.py) -----------------------
+
+    def descriptor_for(self, chat_id: str) -> Descriptor | None:
+        """The descriptor of the platform ``chat_id`` lives on (from its inbound, or
+        ``routes.prime``); the default platform's for a chat never heard from;
+        ``None`` before the first descriptor."""
+        return _adapter.descriptor_for(self, chat_id)
+
+    async def send_text(
+        self, chat_id: str, text: str, *, reply_to: str | None = None
+    ) -> list[Outcome]:
+        """Send ``text`` to ``chat_id`` in as many messages as its platform's
+        ``max_message_length`` needs (cut at paragraphs, lines, words; see
+        :meth:`Descriptor.split_text`), in order, ``reply_to`` on the first. Returns one
+        outcome a piece sent; after a piece fails, the rest is not sent (the outcomes
+        end there). An empty text sends nothing."""
+        return await _adapter.send_text(self, chat_id, text, reply_to=reply_to)
+
+    def stream_reply(
+        self, chat_id: str, *, reply_to: str | None = None
+    ) -> AbstractAsyncContextManager[StreamReply]:
+        """``async with relay.stream_reply(chat_id) as reply: await reply.write(chunk)``:
+        typing until the first text, then one message edited as the text grows (at most
+        every ``config.edit_interval`` s), a new message when one is full, a final edit
+        on exit; one message per piece where the platform cannot edit. See
+        :class:`StreamReply` for ``message_ids``, ``outcomes`` and ``failed``."""
+        return open_stream_reply(
+            self, chat_id, reply_to=reply_to, edit_interval=self._config.edit_interval
+        )
+
+    async def ask(
+        self,
+        chat_id: str,
+        question: str,
+        options: Iterable[OptionSpec],
+        *,
+        kind: str = "approval",
+        timeout: float | None = 60.0,
+        reply_to: str | None = None,
+    ) -> PromptAnswer | None:
+        """Ask ``question`` in ``chat_id`` and wait for the answer, at most ``timeout``
+        seconds (``None``: no limit). ``options`` are ``(id, label)`` pairs (or labels,
+        dicts, :class:`PromptOption`); ``kind`` is ``approval``, ``clarify`` or
+        ``choice``. Native buttons (the ``prompt`` op) where the platform advertises
+        them, else a numbered list answered by a reply. Returns the
+        :class:`PromptAnswer` (option, label, the answering user's source), or ``None``
+        at the timeout or when the question could not be sent. The answer is consumed:
+        it never reaches ``on_message``."""
+        return await self._adapter.prompts.ask(
+            self, chat_id, question, options, kind=kind, timeout=timeout, reply_to=reply_to
+        )
+
+    async def typing(self, chat_id: str, *, status: str | None = None) -> Outcome:
+        """Show the typing indicator in ``chat_id``; ``status`` sets a persistent status
+        text where the platform has one (Slack), and ``status=""`` clears it."""
+        action: dict[str, Any] = {"op": "typing", "chat_id": chat_id}
+        if status is not None:
+            action["content"] = status
+        return await self.request(action)
 
     async def ping(self, timeout: float | None = None) -> float:
         """Round-trip a WebSocket ping now; returns the RTT in seconds.
@@ -382,13 +456,19 @@ class Relay:
     # --- shutdown --------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
+        deadline = trio.current_time() + self._config.drain_timeout
+        if self._config.go_idle_on_close and self._conn is not None:
+            # Still serving (requests and inbound) until the ack: an event that races
+            # the close is then delivered live, or buffered for our next start.
+            with trio.move_on_at(deadline):
+                await self._conn.go_idle(self._config.drain_timeout)
         # Closing first: requests made from now on are refused, and the connection's
         # end below changes no state but CLOSED.
         self._lifecycle.closing = True
         conn = self._conn or self._newest  # one still in its handshake is closed too
-        # Requests and running handlers share one drain bound; a handler's ack needs
-        # the socket, so the drain comes before the close.
-        with trio.move_on_after(self._config.drain_timeout):
+        # Requests and running handlers share one drain bound (going idle included); a
+        # handler's ack needs the socket, so the drain comes before the close.
+        with trio.move_on_at(deadline):
             async with trio.open_nursery() as drains:
                 drains.start_soon(self._pipeline.drain)
                 if conn is not None:
