@@ -158,3 +158,14 @@ async def test_follow_up_gets_no_metadata_and_other_platforms_are_kept() -> None
     assert discord_frame.platform == "discord" and "metadata" not in discord_frame.action
     assert slack_frame.platform == "slack" and slack_frame.bot_id == "S1"
     assert slack_frame.action["metadata"] == {"scope_id": "T1", "profile": "a"}
+
+
+async def test_a_platform_we_never_said_hello_for_names_no_envelope() -> None:
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        await relay.wait_connected(5)
+        relay.routes.prime({"platform": "matrix", "chat_id": "R1", "user_id": "U"})
+        outcome = await relay.request({"op": "send", "chat_id": "R1", "content": "x"})
+        assert relay.descriptor_for("R1") is relay.descriptors["relay"]  # the default
+    assert outcome.success, outcome  # an unknown envelope platform would be refused
+    frame = connector.outbound[-1]
+    assert frame.platform is None and frame.action["metadata"] == {"user_id": "U"}
