@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -194,3 +195,41 @@ async def test_an_ambiguous_send_is_never_retried(autojump_clock: trio.testing.M
     assert edits == [("world again", "m1")]
     assert reply.message_ids == ["m1"]
     assert reply.outcomes[0].ambiguous
+
+
+async def test_a_failing_block_sends_nothing_more_and_writes_after_it_are_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    recorder = Recorder()
+    async with (
+        open_connector(outbound_handler=recorder) as connector,
+        open_relay(connector.url) as relay,
+    ):
+        await relay.wait_connected(5)
+        with pytest.raises(ValueError, match="model broke"):
+            async with relay.stream_reply("C1") as reply:
+                await reply.write("partial")
+                await trio.sleep(1)
+                await reply.write(" more")
+                raise ValueError("model broke")
+        with pytest.raises(RuntimeError, match="has ended"):
+            await reply.write("late")
+    assert [(o.op, o.content) for o in recorder.ops if o.op != "typing"] == [
+        ("send", "partial")
+    ]
+
+
+async def test_egress_declined_stops_the_reply(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_connector() as connector, open_relay(connector.url) as relay:
+        await relay.wait_connected(5)
+        connector.say("C1", "hi", scope_id="G1")  # the connector wants this scope
+        await trio.sleep(1)
+        relay.routes.forget("C1")  # and the relay does not know it
+        async with relay.stream_reply("C1") as reply:
+            await reply.write("hello")
+            await trio.sleep(1)
+            await reply.write(" again")
+    assert reply.failed is not None and reply.failed.egress_declined
+    assert reply.message_ids == []
+    sends = [f for f in connector.outbound if f.action["op"] == "send"]
+    assert len(sends) == 1  # never retried

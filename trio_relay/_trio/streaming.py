@@ -257,6 +257,7 @@ async def open_stream_reply(
         reply_to=reply_to,
         edit_interval=edit_interval,
     )
+    raised: BaseException | None = None
     async with trio.open_nursery() as nursery:
         if reply._typing:
             nursery.start_soon(reply._show_typing)
@@ -271,11 +272,16 @@ async def open_stream_reply(
         nursery.start_soon(pump)
         try:
             yield reply
-        except BaseException:
-            # Cancelled, or the block failed: send nothing more.
+        except BaseException as exc:
+            # Cancelled, or the block failed: send nothing more. Kept aside and raised
+            # below, outside the nursery, so it comes out as itself, not in a group.
+            raised = exc
+        else:
+            reply._closing = True
+            reply._changed.set()
+            await pump_done.wait()
+        finally:
+            reply._closing = True
             nursery.cancel_scope.cancel()
-            raise
-        reply._closing = True
-        reply._changed.set()
-        await pump_done.wait()
-        nursery.cancel_scope.cancel()
+    if raised is not None:
+        raise raised
