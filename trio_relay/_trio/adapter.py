@@ -58,20 +58,27 @@ class AdapterPlane:
 
     # --- outbound --------------------------------------------------------------------
 
-    def route(self, action: Mapping[str, Any], platform: str | None) -> Routed:
-        """Fill the chat's routing metadata into ``action`` and name its platform.
+    def route(self, action: Mapping[str, Any], platform: str | None) -> Routed | None:
+        """Fill the chat's routing metadata into ``action`` and name its platform;
+        ``None`` when there is nothing to change (the common case is kept cheap: every
+        request passes here).
 
         Only for an action with a string ``chat_id`` whose chat has a route, and only
         when the caller named no platform or the route's own: a chat id is only unique
         within its platform."""
-        chat_id = action.get("chat_id") if isinstance(action, Mapping) else None
-        route = self.routes.get(chat_id) if isinstance(chat_id, str) else None
+        if not self.routes:
+            return None
+        try:
+            chat_id = action.get("chat_id")
+        except AttributeError:  # not a mapping: request() says so
+            return None
+        route = self.routes.get(chat_id) if type(chat_id) is str else None
         if route is None:
-            return Routed(action, platform, None)
+            return None
         if platform is not None and normalize_platform(platform) != normalize_platform(
             route.platform
         ):
-            return Routed(action, platform, None)
+            return None
         filled = routed_action(action, route, multi_profile=self.routes.multi_profile)
         if platform is None and route.platform not in self._platforms:
             # A platform we never said hello for cannot name the envelope: the

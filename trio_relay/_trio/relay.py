@@ -215,8 +215,10 @@ class Relay:
         next connection within the same timeout.
         """
         routed = self._adapter.route(action, platform)  # fills the chat's routing metadata
-        platform = routed.platform
-        request_id, line, op = self._encode_request(routed.action, platform, routed.bot_id)
+        bot_id = None
+        if routed is not None:
+            action, platform, bot_id = routed.action, routed.platform, routed.bot_id
+        request_id, line, op = self._encode_request(action, platform, bot_id)
         timeout = self._config.request_timeout if timeout is None else timeout
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
