@@ -105,36 +105,41 @@ def test_console_lines_parse() -> None:
 
 
 async def test_a_person_writes_and_reads_every_frame() -> None:
-    async with connector_process() as (process, output, url), echo_agent(url) as relay:
-        await relay.wait_connected(10)
-        assert "#0 gateway anonymous connected from 127.0.0.1:" in await output.until("connected")
-        assert "<- hello slack bot=B1" in await output.until("<- hello")
-        assert "-> descriptor slack max=4096 chars ops=send,edit" in await output.until(
-            "-> descriptor"
-        )
-        assert process.stdin is not None
-        await process.stdin.send_all(b"C1> hello there\nnonsense\n")
-        inbound = await output.until("-> inbound")
-        assert inbound.endswith('-> inbound buf-1 slack:C1 U1: "hello there"')
-        request = await output.until("<- outbound")
-        # Routed: the envelope names the chat's platform, metadata its user.
-        assert request.endswith('[slack] send chat_id=C1 "echo: hello there" metadata{user_id=U1}')
-        assert (await output.until("-> outbound_result")).endswith("ok message_id=m1")
-        assert (await output.until("<- inbound_ack")).endswith("<- inbound_ack buf-1")
-        assert "? not understood: 'nonsense'" in await output.until("not understood")
-        await process.stdin.send_all(b"press C9 yes\n")
-        assert (await output.until("no prompt")) == "? no prompt was shown in chat 'C9'"
-        await process.stdin.send_all(b"transcript C1\n")
-        assert (await output.until("U1 #u1")) == "U1 #u1: hello there"
-        assert (await output.until("bot send")) == "bot send #m1: echo: hello there"
-    assert "#0 closed: 1000" in await output.until("closed:")
+    async with connector_process() as (process, output, url):
+        async with echo_agent(url) as relay:
+            await relay.wait_connected(10)
+            assert "#0 gateway anonymous connected from 127.0.0.1:" in await output.until(
+                "connected"
+            )
+            assert "<- hello slack bot=B1" in await output.until("<- hello")
+            assert "-> descriptor slack max=4096 chars ops=send,edit" in await output.until(
+                "-> descriptor"
+            )
+            assert process.stdin is not None
+            await process.stdin.send_all(b"C1> hello there\nnonsense\n")
+            inbound = await output.until("-> inbound")
+            assert inbound.endswith('-> inbound buf-1 slack:C1 U1: "hello there"')
+            request = await output.until("<- outbound")
+            # Routed: the envelope names the chat's platform, metadata its user.
+            assert request.endswith(
+                '[slack] send chat_id=C1 "echo: hello there" metadata{user_id=U1}'
+            )
+            assert (await output.until("-> outbound_result")).endswith("ok message_id=m1")
+            assert (await output.until("<- inbound_ack")).endswith("<- inbound_ack buf-1")
+            assert "? not understood: 'nonsense'" in await output.until("not understood")
+            await process.stdin.send_all(b"press C9 yes\n")
+            assert (await output.until("no prompt")) == "? no prompt was shown in chat 'C9'"
+            await process.stdin.send_all(b"transcript C1\n")
+            assert (await output.until("U1 #u1")) == "U1 #u1: hello there"
+            assert (await output.until("bot send")) == "bot send #m1: echo: hello there"
+        # The agent left: its session ends with the relay's close code.
+        assert "#0 closed: 1000" in await output.until("closed:")
 
 
 async def test_a_script_replays_a_conversation_and_prints_the_transcript(tmp_path: Path) -> None:
     script = tmp_path / "talk.txt"
     script.write_text(
-        "# a conversation\nC1> one\nC1> two\n\nC2> three\nC2> deploy\npress C2 yes\n"
-        "transcript C1\n"
+        "# a conversation\nC1> one\nC1> two\n\nC2> three\nC2> deploy\npress C2 yes\ntranscript C1\n"
     )
     async with connector_process("--script", str(script), "--quiet") as (process, output, url):
         async with echo_agent(url):
