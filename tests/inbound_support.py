@@ -81,6 +81,7 @@ class Harness:
     stats: RelayStats
     acks: list[str] = field(default_factory=list)
     connected: bool = True
+    written: bool = True
     decoder: FrameDecoder = field(default_factory=lambda: FrameDecoder(CONNECTOR_FRAMES))
     nursery: trio.Nursery | None = None
 
@@ -89,10 +90,14 @@ class Harness:
         assert self.nursery is not None
         await self.nursery.start(self.pipeline.run)
 
-    def send_ack(self, buffer_id: str) -> bool:
+    def send_ack(self, buffer_id: str, on_written: Callable[[], None]) -> bool:
+        """Like the relay's: refused without a connection; else queued, and written at
+        once unless ``written`` is off (the connection will die with it queued)."""
         if not self.connected:
             return False
         self.acks.append(buffer_id)
+        if self.written:
+            on_written()
         return True
 
     def feed(self, *wire: Wire | str) -> None:
@@ -116,8 +121,8 @@ async def running(
     **config: Any,
 ) -> AsyncIterator[Harness]:
     stats = RelayStats()
-    def send_ack(buffer_id: str) -> bool:
-        return h.send_ack(buffer_id)
+    def send_ack(buffer_id: str, on_written: Callable[[], None]) -> bool:
+        return h.send_ack(buffer_id, on_written)
 
     pipeline = InboundPipeline(
         config=RelayConfig(**config), stats=stats, on_message=on_message,

@@ -61,3 +61,26 @@ async def test_storm_larger_than_the_window_with_no_connection_to_ack_on(
         assert pending == {}
         runs = Counter(rec.keys)
         assert len(runs) == 312 and max(runs.values()) == 1
+
+
+async def test_acks_that_die_queued_with_their_connection_keep_their_keys(
+    autojump_clock: Any,
+) -> None:
+    # Each ack is queued on a connection that dies before writing it (send_ack said
+    # yes; the socket never got it), every time, and the connector holds three windows'
+    # worth: only pinning each key until its ack is written keeps every handler at one run.
+    rec = Recorder()
+    small = {"dedupe_size": 8, "max_inbound_queue": 100, "max_concurrent_handlers": 4}
+    pending = [msg(chat=f"C{i % 10}", mid=f"m{i}", buffer=f"b{i}") for i in range(312)]
+    async with running(on_message=rec, **small) as h:
+        h.written = False
+        for _ in range(8):
+            h.feed(*pending)
+            await settle()
+        runs = Counter(rec.keys)
+        assert len(runs) == 312 and max(runs.values()) == 1
+        assert len(h.pipeline._dedupe.pinned) == 312
+        h.written = True  # a healthy connection at last: each replay's ack unpins
+        h.feed(*pending)
+        await settle()
+        assert h.pipeline._dedupe.pinned == frozenset()

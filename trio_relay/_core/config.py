@@ -65,7 +65,7 @@ class RelayConfig:
     - ``close_timeout``: how long the WebSocket closing handshake may take.
     - ``dedupe_size``: the least number of handled keys remembered (the pipeline keeps
       at least ``max_inbound_queue + max_concurrent_handlers``, and every key whose
-      ack could not be sent yet).
+      ack has not been written to a socket yet).
     - ``dedupe_path``: shortcut for ``dedupe_store=SqliteDedupeStore(dedupe_path)``.
     """
 

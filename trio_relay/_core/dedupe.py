@@ -18,9 +18,9 @@ bounded by the pipeline's own queue and concurrency limits, and evicting one wou
 copy run concurrently with its original.
 
 A committed key can be *pinned* (``commit(key, pinned=True)``): it is then never evicted
-until :meth:`DedupeSet.unpin`. The pipeline pins a handled delivery whose ack could not
-be sent (no connection): the connector still holds it and will replay it, so forgetting
-its key before the ack is out would run the handler again (a replay storm with lost acks
+until :meth:`DedupeSet.unpin`. The pipeline pins every handled delivery until its ack
+has been handed to a socket: until then the connector still holds it and will replay
+it, so forgetting its key before the ack is out would run the handler again (a replay storm with lost acks
 did exactly that when the window was count-bounded only). Pinned keys do not count
 against ``capacity``; they are bounded by what the connector holds unacked.
 

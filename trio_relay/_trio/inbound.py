@@ -20,7 +20,8 @@ user's code is ``handler_call.py``. The rules, and why:
   which knows what other replicas and earlier runs handled. A key is committed when
   the handler returns (then acked), released when it raises or is cancelled.
 - **The window** covers everything the pipeline can hold (queued plus running) and
-  every handled key whose ack could not be sent yet (pinned until a replay's ack is).
+  every handled key whose ack has not been handed to a socket yet (pinned until it is:
+  an ack queued on a connection that dies is lost, and the replay must still be caught).
 - **Failures** are retried in this session after a short backoff
   (``delivery.after_failure``; ``MessageEvent.attempt`` says which run it is); a replay
   meanwhile is a copy in flight. After ``max_delivery_attempts`` failures, or if the
@@ -84,9 +85,10 @@ that raises is logged and the message goes on."""
 class InboundPipeline:
     """Runs the relay's inbound handlers (see the module docstring for the rules).
 
-    ``send_ack(buffer_id)`` queues an ``inbound_ack`` on the current connection and
-    returns false if there is none; it must not block. An ack that could not be sent
-    keeps its key pinned in the dedupe window until a replay's ack is sent.
+    ``send_ack(buffer_id, on_written)`` queues an ``inbound_ack`` on the current
+    connection and returns false if there is none; it must not block, and it calls
+    ``on_written()`` once the ack has been handed to the socket. Until then the key
+    stays pinned in the dedupe window.
     ``namespace`` (the gateway id) keeps gateways sharing a store apart.
     """
 
@@ -99,7 +101,7 @@ class InboundPipeline:
         on_interrupt: InterruptHandler | None,
         on_passthrough: PassthroughHandler | None,
         on_dead_letter: DeadLetterHandler | None,
-        send_ack: Callable[[str], bool],
+        send_ack: Callable[[str, Callable[[], None]], bool],
         namespace: str = "",
     ) -> None:
         self._config = config
@@ -178,8 +180,7 @@ class InboundPipeline:
                 self._stats.replays_dropped += 1
                 if claim is Claim.DONE:
                     logger.debug("inbound: dropped replay of handled %s", delivery.label)
-                    if self._ack(delivery.buffer_id):
-                        self._dedupe.unpin(delivery.key)
+                    self._ack(delivery.buffer_id, delivery.key)
                 else:  # in progress: the copy in flight will ack
                     logger.debug("inbound: dropped copy of in-flight %s", delivery.label)
                 return
@@ -233,19 +234,24 @@ class InboundPipeline:
             logger.info("inbound: backlog down to %d; overload over", self._backlog.waiting)
         self._stats.queue_depth = self._backlog.waiting
 
-    def _ack(self, buffer_id: str | None) -> bool:
-        """Queue the ack; true if it went to a connection (or none was needed)."""
+    def _ack(self, buffer_id: str | None, key: str | None) -> None:
+        """Queue the ack; ``key`` (committed, pinned) is unpinned once it is written."""
         if buffer_id is None:
-            return True
+            return
+        dedupe = self._dedupe
+
+        def written() -> None:
+            if key is not None:
+                dedupe.unpin(key)
+
         try:
-            sent = self._send_ack(buffer_id)
+            sent = self._send_ack(buffer_id, written)
         except Exception:
             logger.exception("inbound: send_ack raised for bufferId=%s", buffer_id)
-            return False
+            return
         if not sent:
             # Not lost: the connector replays it, and dedupe drops and acks it then.
             logger.debug("inbound: no connection to ack bufferId=%s", buffer_id)
-        return sent
 
     # --- the pipeline's tasks ---------------------------------------------------------
 
@@ -399,12 +405,12 @@ class InboundPipeline:
                 self._store.release(delivery.key)
 
     def _finish(self, delivery: Delivery, *, commit_store: bool = True) -> None:
-        """Ack, then commit (pinned if the ack could not be sent)."""
-        acked = self._ack(delivery.buffer_id)
+        """Commit (pinned until the ack is written), then ack."""
         if delivery.key is not None:
-            self._dedupe.commit(delivery.key, pinned=not acked)
+            self._dedupe.commit(delivery.key, pinned=delivery.buffer_id is not None)
             if commit_store and self._store is not None:
                 self._store.commit(delivery.key)
+        self._ack(delivery.buffer_id, delivery.key)
 
     async def _failed(
         self, delivery: Delivery, exc: BaseException, *, foreign_cancel: bool = False

@@ -75,8 +75,8 @@ async def open_relay(
         assert relay is not None  # handlers run only once the relay exists
         return relay
 
-    def send_ack(buffer_id: str) -> bool:
-        return relay is not None and relay._send_ack(buffer_id)
+    def send_ack(buffer_id: str, on_written: Callable[[], None]) -> bool:
+        return relay is not None and relay._send_ack(buffer_id, on_written)
 
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
     routes_http = ConnectorHttp(

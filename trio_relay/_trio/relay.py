@@ -12,7 +12,7 @@ import itertools
 import logging
 import random
 import secrets
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -408,11 +408,11 @@ class Relay:
 
     # --- inbound plumbing ------------------------------------------------------------
 
-    def _send_ack(self, buffer_id: str) -> bool:
+    def _send_ack(self, buffer_id: str, on_written: Callable[[], None]) -> bool:
         # The newest open socket, handshake done or not: the connector replays buffered
         # deliveries right after its descriptor, before we count ourselves connected.
         conn = self._newest
-        ack = TrackedAck(buffer_id)
+        ack = TrackedAck(buffer_id, on_written)
         if conn is None or not (conn.is_open and conn.outbox.put(ack)):
             return False
         self._last_ack = ack
