@@ -20,9 +20,10 @@ copy run concurrently with its original.
 A committed key can be *pinned* (``commit(key, pinned=True)``): it is then never evicted
 until :meth:`DedupeSet.unpin`. The pipeline pins every handled delivery until its ack
 has been handed to a socket: until then the connector still holds it and will replay
-it, so forgetting its key before the ack is out would run the handler again (a replay storm with lost acks
-did exactly that when the window was count-bounded only). Pinned keys do not count
-against ``capacity``; they are bounded by what the connector holds unacked.
+it, so forgetting its key before the ack is out would run the handler again (a replay
+storm with lost acks did exactly that when the window was count-bounded only). Pinned
+keys do not count against ``capacity``; they are bounded by what the connector holds
+unacked.
 
 Sans-I/O: no Trio, no sockets, no files (what backs this set is ``dedupe_store.py``).
 """
