@@ -68,20 +68,22 @@ class DedupeStore(Protocol):
 
 
 class _MemorySession:
-    def __init__(self, keys: DedupeSet) -> None:
-        self._keys = keys
+    def __init__(self, spaces: dict[str, DedupeSet], namespace: str) -> None:
+        # The set is looked up per call: a later session with a larger window replaces it.
+        self._spaces = spaces
+        self._namespace = namespace
 
     async def load_recent(self) -> list[str]:
         return []  # the local set starts empty; shared keys are answered by claim()
 
     async def claim(self, key: str) -> Claim:
-        return self._keys.claim(key)
+        return self._spaces[self._namespace].claim(key)
 
     def commit(self, key: str) -> None:
-        self._keys.commit(key)
+        self._spaces[self._namespace].commit(key)
 
     def release(self, key: str) -> None:
-        self._keys.release(key)
+        self._spaces[self._namespace].release(key)
 
 
 class MemoryDedupeStore:
@@ -111,5 +113,5 @@ class MemoryDedupeStore:
             grown = DedupeSet(capacity)
             if keys is not None:
                 grown.adopt(keys)
-            self._spaces[namespace] = keys = grown
-        yield _MemorySession(keys)
+            self._spaces[namespace] = grown
+        yield _MemorySession(self._spaces, namespace)
