@@ -206,17 +206,18 @@ async def test_a_failing_block_sends_nothing_more_and_writes_after_it_are_refuse
         open_relay(connector.url) as relay,
     ):
         await relay.wait_connected(5)
+        t0 = trio.current_time()
         with pytest.raises(ValueError, match="model broke"):
             async with relay.stream_reply("C1") as reply:
-                await reply.write("partial")
-                await trio.sleep(1)
-                await reply.write(" more")
-                raise ValueError("model broke")
+                await reply.write("partial")  # 0.0: sent at once
+                await trio.sleep(0.1)
+                await reply.write(" more")  # its edit is throttled to 0.5 ...
+                raise ValueError("model broke")  # ... and never sent
         with pytest.raises(RuntimeError, match="has ended"):
             await reply.write("late")
     assert [(o.op, o.content) for o in recorder.ops if o.op != "typing"] == [
         ("send", "partial")
-    ]
+    ], (recorder.ops, t0)
 
 
 async def test_egress_declined_stops_the_reply(autojump_clock: trio.testing.MockClock) -> None:

@@ -12,8 +12,7 @@ import itertools
 import logging
 import random
 import secrets
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -28,26 +27,24 @@ from .._core.errors import InsecureURLError
 from .._core.frames import FrameError, Interrupt
 from .._core.lifecycle import AUTH_ADVICE, Change, Lifecycle
 from .._core.outcome import Outcome
-from .._core.prompts import OptionSpec, PromptAnswer
 from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.url import normalize_url
-from . import adapter as _adapter
 from .acks import TrackedAck
 from .adapter import AdapterPlane
+from .adapter_methods import AdapterMethods
 from .connection import Connection
 from .dial import Endpoint
 from .inbound import InboundPipeline
 from .media import RelayMedia
 from .serve import ConnectionHooks
 from .states import StateChanges, StateFeed
-from .streaming import StreamReply, open_stream_reply
 from .supervisor import Supervisor, token_minter
 
 logger = logging.getLogger("trio_relay")
 
 
-class Relay:
+class Relay(AdapterMethods):
     """A handle on one relay; get it from :func:`open_relay`.
 
     ``state``, ``descriptors`` and ``stats`` are live views. ``request`` is safe to
@@ -296,65 +293,6 @@ class Relay:
             return _outcome.revoked()
         return None
 
-    # --- the adapter plane (adapter.py, streaming.py, prompts.py) -----------------------
-
-    def descriptor_for(self, chat_id: str) -> Descriptor | None:
-        """The descriptor of the platform ``chat_id`` lives on (from its inbound, or
-        ``routes.prime``); the default platform's for a chat never heard from;
-        ``None`` before the first descriptor."""
-        return _adapter.descriptor_for(self, chat_id)
-
-    async def send_text(
-        self, chat_id: str, text: str, *, reply_to: str | None = None
-    ) -> list[Outcome]:
-        """Send ``text`` to ``chat_id`` in as many messages as its platform's
-        ``max_message_length`` needs (cut at paragraphs, lines, words; see
-        :meth:`Descriptor.split_text`), in order, ``reply_to`` on the first. Returns one
-        outcome a piece sent; after a piece fails, the rest is not sent (the outcomes
-        end there). An empty text sends nothing."""
-        return await _adapter.send_text(self, chat_id, text, reply_to=reply_to)
-
-    def stream_reply(
-        self, chat_id: str, *, reply_to: str | None = None
-    ) -> AbstractAsyncContextManager[StreamReply]:
-        """``async with relay.stream_reply(chat_id) as reply: await reply.write(chunk)``:
-        typing until the first text, then one message edited as the text grows (at most
-        every ``config.edit_interval`` s), a new message when one is full, a final edit
-        on exit; one message per piece where the platform cannot edit. See
-        :class:`StreamReply` for ``message_ids``, ``outcomes`` and ``failed``."""
-        return open_stream_reply(
-            self, chat_id, reply_to=reply_to, edit_interval=self._config.edit_interval
-        )
-
-    async def ask(
-        self,
-        chat_id: str,
-        question: str,
-        options: Iterable[OptionSpec],
-        *,
-        kind: str = "approval",
-        timeout: float | None = 60.0,
-        reply_to: str | None = None,
-    ) -> PromptAnswer | None:
-        """Ask ``question`` in ``chat_id`` and wait for the answer, at most ``timeout``
-        seconds (``None``: no limit). ``options`` are ``(id, label)`` pairs (or labels,
-        dicts, :class:`PromptOption`); ``kind`` is ``approval``, ``clarify`` or
-        ``choice``. Native buttons (the ``prompt`` op) where the platform advertises
-        them, else a numbered list answered by a reply. Returns the
-        :class:`PromptAnswer` (option, label, the answering user's source), or ``None``
-        at the timeout or when the question could not be sent. The answer is consumed:
-        it never reaches ``on_message``."""
-        return await self._adapter.prompts.ask(
-            self, chat_id, question, options, kind=kind, timeout=timeout, reply_to=reply_to
-        )
-
-    async def typing(self, chat_id: str, *, status: str | None = None) -> Outcome:
-        """Show the typing indicator in ``chat_id``; ``status`` sets a persistent status
-        text where the platform has one (Slack), and ``status=""`` clears it."""
-        action: dict[str, Any] = {"op": "typing", "chat_id": chat_id}
-        if status is not None:
-            action["content"] = status
-        return await self.request(action)
 
     async def ping(self, timeout: float | None = None) -> float:
         """Round-trip a WebSocket ping now; returns the RTT in seconds.

@@ -99,6 +99,7 @@ class StreamReply:
         self._last_edit = -math.inf
         self._changed = trio.Event()
         self._closing = False
+        self._aborted = False  # the block raised or was cancelled: send nothing more
         self._typing_off = trio.Event()
 
     @property
@@ -145,7 +146,9 @@ class StreamReply:
         await self._flush(final=True)
 
     async def _flush(self, *, final: bool) -> None:
-        if self.failed is not None:
+        # Checked here, not left to the cancellation: a request queues its frame
+        # before its first checkpoint, so a cancelled pump could still send one.
+        if self.failed is not None or self._aborted:
             return
         # Finish every piece that no longer fits; text may grow while we await.
         while self._units(self._segment.strip()) > self._limit:
@@ -184,6 +187,8 @@ class StreamReply:
         action: dict[str, Any] = {"op": "send", "chat_id": self.chat_id, "content": content}
         if self._reply_to is not None and not self.outcomes:
             action["reply_to"] = self._reply_to
+        if self._aborted:
+            return False
         outcome = await self._relay.request(action, wait_connected=True)
         self.outcomes.append(outcome)
         if outcome.success:
@@ -229,8 +234,10 @@ class StreamReply:
             "message_id": self._message_id,
             "content": content,
         }
+        if self._aborted:
+            return
         outcome = await self._relay.request(action)
-        if outcome.ambiguous:
+        if outcome.ambiguous and not self._aborted:
             # An edit sets the whole content: a second one is harmless.
             self.outcomes.append(outcome)
             outcome = await self._relay.request(action)
@@ -276,6 +283,7 @@ async def open_stream_reply(
             # Cancelled, or the block failed: send nothing more. Kept aside and raised
             # below, outside the nursery, so it comes out as itself, not in a group.
             raised = exc
+            reply._aborted = True
         else:
             reply._closing = True
             reply._changed.set()
