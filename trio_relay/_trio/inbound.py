@@ -50,7 +50,7 @@ from typing import Literal
 
 import trio
 
-from .._core.backlog import LIVE_OVERFLOW_FACTOR, Backlog, Room
+from .._core.backlog import LIVE_OVERFLOW_FACTOR
 from .._core.config import RelayConfig
 from .._core.dedupe import Claim, DedupeSet, dedupe_window
 from .._core.dedupe_store import DedupeSession, MemoryDedupeStore
@@ -69,6 +69,7 @@ from .dead_letters import hand_off
 from .dedupe_sqlite import SqliteDedupeStore
 from .handler_call import HandlerCall
 from .interrupts import InterruptRunner
+from .queue_gate import QueueGate
 
 __all__ = ["LIVE_OVERFLOW_FACTOR", "DeadLetter", "DeadLetterHandler", "InboundPipeline",
            "Intercept", "InterruptHandler", "MessageHandler", "PassthroughHandler",
@@ -118,7 +119,7 @@ class InboundPipeline:
         self._slots = trio.Semaphore(config.max_concurrent_handlers)
         self._interrupts = InterruptRunner(on_interrupt, stats, config)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
-        self._backlog = Backlog(config.max_inbound_queue)
+        self._queue = QueueGate(config.max_inbound_queue, stats)
         self._running = 0
         self._idle = trio.Event()  # set whenever no handler runs
         self._idle.set()
@@ -156,8 +157,8 @@ class InboundPipeline:
             elif self._early is not None:
                 if isinstance(frame, InterruptInbound):
                     self._early.append(frame)
-                elif self._has_room(frame.buffer_id is not None, frame.TYPE):
-                    self._set_waiting(+1)
+                elif self._queue.has_room(frame.buffer_id is not None, frame.TYPE):
+                    self._queue.change(+1)
                     self._early.append(frame)
             elif isinstance(frame, InterruptInbound):
                 self._interrupts.submit(frame)
@@ -188,12 +189,12 @@ class InboundPipeline:
             self._stats.delivered += 1
             self._finish(delivery)
             return
-        if not self._has_room(delivery.buffer_id is not None, delivery.label):
+        if not self._queue.has_room(delivery.buffer_id is not None, delivery.label):
             if delivery.key is not None:
                 self._dedupe.release(delivery.key)
             return
         assert self._nursery is not None
-        self._set_waiting(+1)
+        self._queue.change(+1)
         lane_key: Hashable = delivery.lane if delivery.lane is not None else object()
         lane = self._lanes.get(lane_key)
         if lane is None:
@@ -210,29 +211,6 @@ class InboundPipeline:
             except Exception:
                 logger.exception("inbound: an intercept raised; the message goes on")
         return False
-
-    def _has_room(self, buffered: bool, label: str) -> bool:
-        room, started = self._backlog.room(buffered)
-        if started:
-            logger.warning(
-                "inbound: %d deliveries waiting for a handler (bound %d); buffered ones "
-                "are left to the connector to redeliver, live ones queue up to %d",
-                self._backlog.waiting, self._backlog.bound, self._backlog.hard_cap,
-            )
-        if room is Room.REFUSED:
-            self._stats.inbound_dropped += 1
-            logger.debug("inbound: queue full, dropped %s without ack", label)
-        elif room is Room.LOST:
-            self._stats.inbound_dropped += 1
-            logger.error("inbound: queue at hard cap, LOST live %s", label)
-        return room is Room.YES
-
-    def _set_waiting(self, delta: int) -> None:
-        if delta > 0:
-            self._backlog.add(delta)
-        elif self._backlog.remove(-delta):
-            logger.info("inbound: backlog down to %d; overload over", self._backlog.waiting)
-        self._stats.queue_depth = self._backlog.waiting
 
     def _ack(self, buffer_id: str | None, key: str | None) -> None:
         """Queue the ack; ``key`` (committed, pinned) is unpinned once it is written."""
@@ -277,7 +255,7 @@ class InboundPipeline:
             self._nursery = await stack.enter_async_context(trio.open_nursery())
             self._interrupts.start(self._nursery)
             early, self._early = self._early or [], None
-            self._set_waiting(-sum(not isinstance(f, InterruptInbound) for f in early))
+            self._queue.change(-sum(not isinstance(f, InterruptInbound) for f in early))
             for frame in early:
                 self.submit(frame)
             task_status.started()
@@ -296,7 +274,7 @@ class InboundPipeline:
 
     def _abandon(self, delivery: Delivery, why: str, *, waiting: bool = True) -> None:
         if waiting:
-            self._set_waiting(-1)
+            self._queue.change(-1)
         self._release(delivery)
         if delivery.buffer_id is None:
             self._stats.inbound_dropped += 1
@@ -313,7 +291,7 @@ class InboundPipeline:
                 if not lane:  # emptied by drain() while we waited for the slot
                     break
                 delivery = lane.popleft()
-                self._set_waiting(-1)
+                self._queue.change(-1)
                 retry = await self._attempt(delivery, first=True)
             while retry is not None:
                 # The slot is free during the backoff; the lane (the chat) waits.
