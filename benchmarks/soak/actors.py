@@ -44,9 +44,14 @@ async def answer(soak: Soak, session: Session, frame: Outbound) -> JsonObject | 
     if not isinstance(nonce, int):
         return {"success": False, "error": "soak: no nonce"}
     soak.flags.set(nonce, ledger.RECEIVED)
+    soak.last_request_id = frame.request_id
     roll = soak.rng.random()
     if roll < 0.05:
-        await trio.sleep(soak.rng.uniform(0.0, 0.4))  # a slow platform call
+        soak.working_on.add(frame.request_id)
+        try:
+            await trio.sleep(soak.rng.uniform(0.0, 0.4))  # a slow platform call
+        finally:
+            soak.working_on.discard(frame.request_id)
     soak.flags.set(nonce, ledger.ANSWERED)
     if roll > 0.98:
         return {"success": False, "code": "egress_declined", "nonce": nonce}
@@ -95,7 +100,13 @@ def _record(soak: Soak, nonce: int, outcome: Outcome, elapsed: float, timeout: f
     soak.report.max_overshoot = max(soak.report.max_overshoot, overshoot)
     if overshoot > DEADLINE_SLACK:
         soak.late += 1
-    if outcome.success:
+    forged = outcome.result.get("forged")
+    if outcome.success and isinstance(forged, str):
+        # The hostile actor's answer, taken: judged by the invariants, not a success.
+        early = forged == "early" and not flags.has(nonce, ledger.ATTEMPTED)
+        soak.forged_taken["early" if early else "sent" if forged == "early" else forged] += 1
+        kind = f"forged:{forged}"
+    elif outcome.success:
         flags.set(nonce, ledger.SUCCESS)
         kind = "success"
         if outcome.result.get("message_id") != f"m-{nonce}":

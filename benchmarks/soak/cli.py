@@ -34,6 +34,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the relay's dedupe store: redis://host:port/db (rediss://, unix://), a SQLite "
         "file path, or memory (the default)",
     )
+    parser.add_argument(
+        "--hostile-interval",
+        type=float,
+        default=0.5,
+        help="mean seconds between hostile frames (forged early results, NaN, descriptors "
+        "for unknown platforms); 0 for none",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
         "--log-level", default="CRITICAL", help="log level for the library's logs on stderr"
@@ -63,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             delivery_rate=args.delivery_rate,
             fault_interval=args.fault_interval,
             dedupe=args.dedupe,
+            hostile_interval=args.hostile_interval,
             progress=None if args.quiet else progress,
         )
     finally:

@@ -141,6 +141,8 @@ def check(soak: Soak, pending: Sequence[str], resources: Resources) -> None:
         t.ambiguous_unwritten == 0,
         f"{ambiguous} ambiguous: {t.ambiguous_unwritten} never handed to the socket",
     )
+    if soak.hostile_interval > 0:
+        _hostile(soak, add)
     _deliveries(soak, pending, add)
     _resources(resources, add)
     first = f": {soak.errors.first}" if soak.errors.first else ""
@@ -149,6 +151,28 @@ def check(soak: Soak, pending: Sequence[str], resources: Resources) -> None:
         "progress made",
         successes > 0 and report.handled > 0,
         f"{successes} successes, {report.handled} deliveries handled",
+    )
+
+
+def _hostile(soak: Soak, add: _Add) -> None:
+    sent = soak.report.hostile
+    taken = soak.forged_taken
+    add(
+        "no forged result taken before its frame left",
+        taken["early"] == 0,
+        f"{sent['forged_early_result']} forged for predicted ids: {taken['early']} taken "
+        f"early, {taken['sent']} taken for frames already sent",
+    )
+    add(
+        "no result with NaN taken",
+        taken["nan"] == 0,
+        f"{sent['nan_result']} sent for requests in progress: {taken['nan']} taken",
+    )
+    add(
+        "no descriptor taken for a platform never said hello to",
+        soak.ghost_descriptors_taken == 0,
+        f"{sent['unknown_platform_descriptor']} sent: held {soak.ghost_descriptors_taken} "
+        "times",
     )
 
 

@@ -28,6 +28,7 @@ from trio_relay.testing import (
 
 from . import actors, ledger
 from .faults import Hit, injector
+from .hostile import hostile
 from .invariants import Resources, check, relay_objects
 from .observe import errors_visible, tap_client_writes
 from .report import Invariant, SoakReport
@@ -124,6 +125,8 @@ async def _run_relay(
                 chaos.start_soon(actors.burster, soak, relay, until)
                 chaos.start_soon(actors.producer, soak, connector, until)
                 chaos.start_soon(_report_progress, soak, relay, until)
+                if soak.hostile_interval > 0:
+                    chaos.start_soon(hostile, soak, connector, relay, until)
                 for _ in range(soak.requesters):
                     requests.start_soon(actors.requester, soak, relay, soak.rng.getrandbits(32))
                 await trio.sleep_until(until)
@@ -196,6 +199,7 @@ def run_soak(
     progress: Callable[[str], None] | None = None,
     watchdog_grace: float = WATCHDOG_GRACE,
     dedupe: str | None = None,
+    hostile_interval: float = 0.5,
 ) -> SoakReport:
     """Run the chaos soak for ``seconds`` of injected faults (plus a few seconds to drain
     and close) and return its report; ``report.ok`` says whether every invariant held.
@@ -204,7 +208,8 @@ def run_soak(
     ``None`` picks one, printed in the report. ``fault_interval`` is the mean gap between
     faults; request timeouts are drawn uniformly from ``timeouts``. A run still going
     ``watchdog_grace`` seconds after the chaos ended is cancelled and reported wedged.
-    ``dedupe``: the relay's dedupe store, a Redis URL (``redis://host:port/0``) or a
+    ``hostile_interval``: mean seconds between hostile frames (see :mod:`.hostile`; 0:
+    none). ``dedupe``: the relay's dedupe store, a Redis URL (``redis://host:port/0``) or a
     SQLite path; None keeps the default memory store. Must not be called from inside a
     Trio run.
     """
@@ -222,6 +227,7 @@ def run_soak(
         progress=progress,
         watchdog_grace=watchdog_grace,
         dedupe=dedupe,
+        hostile_interval=hostile_interval,
     )
     soak.report.dedupe = _masked(dedupe)
 

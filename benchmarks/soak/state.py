@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import secrets
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,15 @@ class Soak:
     """Per delivery index: how many times its handler completed (capped at 255)."""
     attempts: bytearray = field(default_factory=bytearray)
     """Per delivery index: how many times its handler started (capped at 255)."""
+    last_request_id: str = ""
+    """The last ``requestId`` the connector received (the hostile actor predicts from it)."""
+    working_on: set[str] = field(default_factory=set)
+    """Request ids the connector received and is slow to answer."""
+    forged_taken: Counter[str] = field(default_factory=Counter)
+    """Forged results the relay delivered as answers: ``early`` (the frame had not yet
+    been handed to the socket), ``sent`` (it had: a lie the relay cannot tell), ``nan``."""
+    ghost_descriptors_taken: int = 0
+    """Times the relay was seen holding a descriptor for a platform it never hello'd."""
     stop_requests: bool = False
     requests: trio.Nursery | None = None
     """Where requests (bursts included) run: stopping the chaos never cancels one."""
