@@ -9,6 +9,7 @@ replay a run's choices (the network's timing is never exactly the same).
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
@@ -86,3 +87,22 @@ def test_the_write_tap_reads_masked_frames_split_anywhere() -> None:
         decoder = ClientFrames()
         text = b"".join(decoder.feed(wire[i : i + cut]) for i in range(0, len(wire), cut))
         assert text == first + second, cut
+
+
+def test_the_hostile_actor_predicts_a_counter_and_forges_what_json_refuses() -> None:
+    from trio_relay_benchmarks.soak.hostile import AHEAD, _result_line, predict
+
+    guesses = predict("a1b2c3d400000009")
+    assert guesses[:2] == ["a1b2c3d40000000a", "a1b2c3d40000000b"]
+    assert len(guesses) == 2 * len(AHEAD) and all(len(g) == 16 for g in guesses)
+    assert len(set(guesses[len(AHEAD) :])) == len(AHEAD)  # the random half
+    line = _result_line("r1", "nan", ',"v":NaN')
+    assert line.endswith("}\n") and '"v":NaN' in line
+    frame = json.loads(line)  # Python's parser takes NaN; the relay must not
+    assert frame["result"]["forged"] == "nan" and frame["requestId"] == "r1"
+
+    def refuse(constant: str) -> None:
+        raise ValueError(constant)
+
+    with pytest.raises(ValueError, match="NaN"):
+        json.loads(line, parse_constant=refuse)
