@@ -199,7 +199,7 @@ def run_soak(
     progress: Callable[[str], None] | None = None,
     watchdog_grace: float = WATCHDOG_GRACE,
     dedupe: str | None = None,
-    hostile_interval: float = 0.5,
+    hostile_interval: float = 0.0,
 ) -> SoakReport:
     """Run the chaos soak for ``seconds`` of injected faults (plus a few seconds to drain
     and close) and return its report; ``report.ok`` says whether every invariant held.

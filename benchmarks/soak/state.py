@@ -27,7 +27,7 @@ class Soak:
     """Buffered deliveries per second."""
     fault_interval: float = 0.75
     """Mean seconds between faults."""
-    hostile_interval: float = 0.5
+    hostile_interval: float = 0.0
     """Mean seconds between hostile frames (0: none)."""
     timeouts: tuple[float, float] = (0.25, 2.0)
     """Request timeouts are drawn uniformly from this range."""
