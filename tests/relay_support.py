@@ -6,9 +6,10 @@ over real loopback sockets; timed tests run under pytest-trio's ``autojump_clock
 
 What the helpers observe, and how:
 
-- :class:`Watch` records the mock time of every dial the client starts (a spy that
-  wraps the real ``open_transport``: it records, then delegates) and, through
-  ``relay.state_changes()``, every state change of the relay it follows.
+- :class:`Watch` records the mock time of every dial the client starts (a
+  ``FaultDialer`` passed through ``RelayConfig(dialer=...)``: it records, then
+  delegates to the real dialer) and, through ``relay.state_changes()``, every state
+  change of the relay it follows.
 - :func:`bearer_tokens` reads the bearer of every upgrade the connector saw.
 - ``trio_relay.testing.live_tasks`` and ``open_fds`` (the shared probes) count what is
   left running or open.
@@ -17,6 +18,7 @@ What the helpers observe, and how:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -26,11 +28,9 @@ import pytest
 import trio
 import trio.testing
 
-import trio_relay._trio.serve as serve_module
-from trio_relay import Outcome, Relay, State, open_relay
-from trio_relay._trio.dial import open_transport as real_open_transport
+from trio_relay import Outcome, Relay, RelayConfig, State, open_relay
 from trio_relay._trio.states import StateChanges
-from trio_relay.testing import ReferenceConnector
+from trio_relay.testing import FaultDialer, ReferenceConnector
 
 LADDER = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
 """The ceilings ``d`` of the default backoff ladder; each wait is uniform in ``[d/2, d]``."""
@@ -98,20 +98,15 @@ class Watch:
     @classmethod
     @contextlib.contextmanager
     def installed(cls, monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
-        watch = cls()
-
-        async def spy_open_transport(*args: Any, **kwargs: Any) -> Any:
-            watch.dials.append(trio.current_time())
-            watch._notify()
-            return await real_open_transport(*args, **kwargs)
-
-        monkeypatch.setattr(serve_module, "open_transport", spy_open_transport)
-        yield watch
+        yield cls()
 
     @contextlib.asynccontextmanager
     async def open_relay(self, url: str, **kwargs: Any) -> AsyncIterator[Relay]:
         """``trio_relay.open_relay(url, **kwargs)``, its state changes recorded up to
-        and including the change into CLOSED (the block waits for that one)."""
+        and including the change into CLOSED (the block waits for that one), its dials
+        recorded by a dialer wrapping the configured one."""
+        config = kwargs.pop("config", None) or RelayConfig()
+        kwargs["config"] = dataclasses.replace(config, dialer=_DialSpy(self, config.dialer))
         async with trio.open_nursery() as nursery, open_relay(url, **kwargs) as relay:
             # Subscribed before the first checkpoint: no change can be missed.
             nursery.start_soon(self._record, relay.state_changes())
@@ -175,3 +170,16 @@ async def timed(fn: Callable[[], Awaitable[Any]]) -> tuple[Any, float]:
 
 async def request_into(relay: Relay, outcomes: list[Outcome], action: Any = None) -> None:
     outcomes.append(await relay.request(action or SEND))
+
+
+class _DialSpy(FaultDialer):
+    """Records each dial's mock time in the watch, then dials as configured."""
+
+    def __init__(self, watch: Watch, inner: Any) -> None:
+        super().__init__(inner)
+        self._watch = watch
+
+    async def __call__(self, endpoint: Any, config: RelayConfig) -> Any:
+        self._watch.dials.append(trio.current_time())
+        self._watch._notify()
+        return await super().__call__(endpoint, config)

@@ -3,7 +3,8 @@ off the machine unless asked for.
 
 The reference connector serves TLS with a certificate from a throwaway ``trustme`` CA.
 Nothing in this file sends a packet to a non-loopback address: where a test needs the
-relay to get as far as dialling such a host, the dial itself is intercepted.
+relay to get as far as dialling such a host, a dialer passed through
+``RelayConfig(dialer=...)`` records the dial and fails it without a packet.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import trio
 import trustme
 
 import trio_relay
-import trio_relay._trio.serve as serve_module
 from trio_relay import RelayConfig, State
 from trio_relay.testing import ReferenceConnector, open_connector
 
@@ -165,17 +165,21 @@ def test_the_ssl_context_is_not_in_the_config_repr(trusting_context: ssl.SSLCont
 # --- plaintext to other hosts ---------------------------------------------------------
 
 
-@pytest.fixture
-def dials(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Intercept every dial: record where it would go, and fail it without a packet."""
-    seen: list[str] = []
+class NoDial:
+    """A dialer that records where each dial would go and fails it without a packet."""
 
-    async def no_dial(endpoint: Any, config: Any) -> Any:
-        seen.append(str(endpoint))
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    async def __call__(self, endpoint: Any, config: Any) -> Any:
+        self.seen.append(str(endpoint))
+        await trio.lowlevel.checkpoint()
         raise OSError("dial intercepted by the test")
 
-    monkeypatch.setattr(serve_module, "open_transport", no_dial)
-    return seen
+
+@pytest.fixture
+def dials() -> NoDial:
+    return NoDial()
 
 
 @pytest.mark.parametrize(
@@ -187,12 +191,12 @@ def dials(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         "http://[2001:db8::1]:9000",
     ],
 )
-async def test_plaintext_to_a_non_loopback_host_is_refused(url: str, dials: list[str]) -> None:
+async def test_plaintext_to_a_non_loopback_host_is_refused(url: str, dials: NoDial) -> None:
     with pytest.raises(ValueError, match="refusing plaintext ws://") as info:
-        async with trio_relay.open_relay(url):
+        async with trio_relay.open_relay(url, config=config(dialer=dials)):
             pass  # pragma: no cover - never entered
     assert "allow_insecure=True" in str(info.value)
-    assert dials == []  # refused before anything was resolved or dialled
+    assert dials.seen == []  # refused before anything was resolved or dialled
 
 
 @pytest.mark.parametrize(
@@ -202,18 +206,19 @@ async def test_plaintext_to_a_non_loopback_host_is_refused(url: str, dials: list
         "ws://10.0.0.7:9000",
     ],
 )
-async def test_allow_insecure_opts_in_to_plaintext(url: str, dials: list[str]) -> None:
-    async with trio_relay.open_relay(url, config=config(allow_insecure=True)) as relay:
+async def test_allow_insecure_opts_in_to_plaintext(url: str, dials: NoDial) -> None:
+    settings = config(allow_insecure=True, dialer=dials)
+    async with trio_relay.open_relay(url, config=settings) as relay:
         await wait_dial_failures(relay)
         assert relay.state is State.CONNECTING
-    assert len(dials) == 1 and dials[0].startswith("ws://")
+    assert len(dials.seen) == 1 and dials.seen[0].startswith("ws://")
 
 
 @pytest.mark.parametrize(
     "url",
     ["http://127.0.0.1:9", "http://localhost:9", "http://[::1]:9", "https://connector.example"],
 )
-async def test_loopback_plaintext_and_any_tls_need_no_opt_in(url: str, dials: list[str]) -> None:
-    async with trio_relay.open_relay(url, config=config()) as relay:
+async def test_loopback_plaintext_and_any_tls_need_no_opt_in(url: str, dials: NoDial) -> None:
+    async with trio_relay.open_relay(url, config=config(dialer=dials)) as relay:
         await wait_dial_failures(relay)
-    assert len(dials) == 1
+    assert len(dials.seen) == 1

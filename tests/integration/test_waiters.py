@@ -54,7 +54,7 @@ async def test_answered_requests_leave_the_deadline_groups() -> None:
 
 
 async def test_a_waiter_resolved_before_it_waits_returns_at_once() -> None:
-    waiter = Waiter("r1", "line\n", deadline=trio.current_time() + 5, timeout=5)
+    waiter = Waiter("r1", b"line\n", deadline=trio.current_time() + 5, timeout=5)
     waiter.resolve(Outcome(success=True))
     waiter.resolve(Outcome(success=False))  # the first outcome is the only one
     assert (await waiter.wait()).success
@@ -64,10 +64,30 @@ async def test_expiry_fires_in_deadline_order(autojump_clock: trio.testing.MockC
     expired: list[tuple[str, float]] = []
     expiry = Expiry(lambda w: expired.append((w.request_id, trio.current_time())))
     now = trio.current_time()
-    waiters = [Waiter(f"r{t}", "", now + t, t) for t in (3.0, 1.0, 2.0)]
+    waiters = [Waiter(f"r{t}", b"", now + t, t) for t in (3.0, 1.0, 2.0)]
     for waiter in waiters:
         expiry.add(waiter)
     waiters[2].resolve(Outcome(success=True))  # answered: never expires
-    with trio.move_on_after(10):
-        await expiry.run()
+    # The connection's timer loop, with nothing else to wake it (no ping due).
+    while trio.current_time() < now + 10:
+        await expiry.sleep_until(now + 10)
+        expiry.expire_due()
     assert expired == [("r1.0", now + 1.0), ("r3.0", now + 3.0)]
+
+
+async def test_a_waiter_added_during_the_sleep_shortens_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    expired: list[float] = []
+    expiry = Expiry(lambda w: expired.append(trio.current_time()))
+    now = trio.current_time()
+    async with trio.open_nursery() as nursery:
+
+        async def add_later() -> None:
+            await trio.sleep(1.0)
+            expiry.add(Waiter("r", b"", trio.current_time() + 2.0, 2.0))
+
+        nursery.start_soon(add_later)
+        await expiry.sleep_until(now + 100)
+        expiry.expire_due()
+    assert expired == [now + 3.0]

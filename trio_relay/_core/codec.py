@@ -108,7 +108,7 @@ class FrameDecoder:
         except UnicodeDecodeError:
             return RejectedFrame("invalid UTF-8", _sample(line))
         try:
-            obj = json.loads(text)
+            obj = _DECODER.decode(text)
         except (ValueError, RecursionError) as exc:
             return RejectedFrame(f"invalid JSON: {exc}"[:200], _sample(text))
         if not isinstance(obj, dict):
@@ -124,6 +124,14 @@ class FrameDecoder:
         except FrameError as exc:
             return RejectedFrame(f"{frame_type}: {exc}", _sample(text))
 
+
+def _not_json(constant: str) -> Any:
+    # Python's parser takes NaN and ±Infinity by default; they are not JSON, and our
+    # own encoder refuses them, so a peer's line that carries one is malformed.
+    raise ValueError(f"{constant} is not JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_not_json)
 
 # Built once: json.dumps with non-default options builds a new encoder on every call,
 # a measurable share of a request's cost on the hot path.
@@ -146,6 +154,16 @@ def encode_line(obj: Mapping[str, Any]) -> str:
             # UTF-8; as a JSON escape it can, and the frame still goes out.
             line = _ASCII_ENCODER.encode(obj) + "\n"
     return line
+
+
+def encode_wire(obj: Mapping[str, Any]) -> bytes:
+    """:func:`encode_line` as the UTF-8 bytes that go on the wire, encoded once: the
+    caller's size check is ``len()`` of the result, and the writer sends it as is."""
+    text = _ENCODER.encode(obj)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (_ASCII_ENCODER.encode(obj) + "\n").encode("ascii")
 
 
 def encode_frame(frame: Frame) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .dedupe_store import DedupeStore
+from .endpoint import Dialer
 from .keepalive import KeepaliveConfig
 from .token import DEFAULT_TOKEN_TTL, check_gateway_id
 
@@ -131,6 +132,22 @@ class RelayConfig:
     """The one random source of a relay (backoff jitter and anything else random);
     ``None``: a fresh ``random.Random()`` per relay. Pass a seeded one for exact,
     repeatable delays in tests."""
+    proxy: str | bool = True
+    """HTTP CONNECT proxy for the WebSocket: ``True`` reads ``HTTPS_PROXY`` (``wss``) or
+    ``HTTP_PROXY`` (``ws``), then ``ALL_PROXY``, honouring ``NO_PROXY``; a URL
+    (``http://[user:pass@]host:port``) uses that proxy; ``False`` dials directly."""
+    extra_headers: tuple[tuple[str, str], ...] = ()
+    """Extra HTTP headers on the upgrade request (``Authorization`` is ours)."""
+    user_agent: str | None = "trio-relay"
+    """The upgrade's ``User-Agent`` header; ``None`` sends none."""
+    compression: bool = False
+    """Offer permessage-deflate. Off by default: relay frames are small and the CPU and
+    per-connection memory (about 64 KiB of zlib state a side) cost more than it saves."""
+    dialer: Dialer | None = field(default=None, repr=False, compare=False)
+    """Opens the byte stream for each dial: ``async (endpoint, config) -> stream``
+    (see ``trio_relay._core.endpoint``). ``None`` is the real one: TCP with happy
+    eyeballs and the keepalive options, the proxy, TLS. Tests and the soak pass
+    ``trio_relay.testing.FaultDialer``/``MemoryDialer`` here to inject faults."""
 
     def __post_init__(self) -> None:
         positive = (
@@ -175,6 +192,12 @@ class RelayConfig:
             )
         if self.backoff_max < self.backoff_initial:
             raise ValueError("RelayConfig.backoff_max must be >= backoff_initial")
+        for name, value in self.extra_headers:
+            if name.lower() == "authorization" or "\n" in name + value or "\r" in name + value:
+                raise ValueError(
+                    f"RelayConfig.extra_headers: {name!r} is not allowed (Authorization "
+                    "is the relay's own; no line breaks in names or values)"
+                )
         if self.ping_timeout <= self.ping_interval:
             raise ValueError(
                 "RelayConfig.ping_timeout must exceed ping_interval, or a healthy idle "

@@ -18,6 +18,8 @@ class RelayStats:
 
     dials: int = 0
     dial_failures: int = 0
+    last_dial_failure: str | None = None
+    """Why the last failed dial failed, in plain words (never a token)."""
     connects: int = 0
     drops: Counter[str] = field(default_factory=Counter)
     last_close_code: int | None = None
@@ -30,6 +32,9 @@ class RelayStats:
     frames_rejected: int = 0
     messages_sent: int = 0
     frames_sent: int = 0
+    missing_descriptors: list[str] = field(default_factory=list)
+    """Hello'd platforms still without a descriptor ``handshake_timeout`` after the
+    current connection opened (requests for them get the legacy ops only)."""
     # inbound pipeline
     delivered: int = 0
     replays_dropped: int = 0

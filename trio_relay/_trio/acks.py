@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import trio
 
-from .._core.codec import encode_frame
+from .._core.codec import encode_wire
 from .._core.frames import InboundAck
 
 __all__ = ["TrackedAck"]
@@ -28,7 +28,7 @@ class TrackedAck:
     abandoned = False
 
     def __init__(self, buffer_id: str, on_written: Callable[[], None]) -> None:
-        self.line = encode_frame(InboundAck(buffer_id))
+        self.line = encode_wire(InboundAck(buffer_id).to_wire())  # wire bytes, encoded once
         self.written = trio.Event()
         self._on_written = on_written
 

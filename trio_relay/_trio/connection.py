@@ -1,30 +1,41 @@
-"""One WebSocket to the connector, and the three tasks that serve it.
+"""One WebSocket to the connector, and the tasks that serve it.
 
-A :class:`Connection` lives inside its own nursery (opened by the supervisor): the
-reader, the writer and the pinger run there, next to trio-websocket's own reader. The
-first of them to see the link end calls :meth:`Connection.end`, which resolves every
-request waiting on this connection *at that moment* (ambiguous if its frame was written,
-definite otherwise) and cancels the nursery. Requests are therefore bound to the socket
-they were written on: none can wait on a dead socket, and none can be answered by the
-next one.
+A :class:`Connection` lives inside its own nursery (opened by ``serve.py``). An idle
+connection runs two tasks: the *reader* (socket bytes → WebSocket frames → relay frames,
+in that one task) and the *timer* (pings, the silence deadline and request deadlines).
+The *writer* starts only when there is something to write that a request could not
+write itself, and ends when the box is empty again: a request writes directly when the
+socket is idle and no other task is runnable (no burst to batch with), and otherwise
+queues its frame for the writer, which packs a burst into few messages and one write.
+
+The first task to see the link end calls :meth:`Connection.end`, which resolves every
+request waiting on this connection *at that moment* (ambiguous if its frame may have
+left, definite otherwise) and cancels the nursery. Requests are therefore bound to the
+socket they were written on: none can wait on a dead socket, and none can be answered by
+the next one. A result only settles a request whose frame has started to leave (see
+docs/protocol.md, "Frames"): an answer to a frame not yet written is a forgery or a bug
+of the peer, counted as rejected and ignored.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 
 import trio
-import trio_websocket
 
 from .._core import outcome as _outcome
 from .._core.close import ConnectionEnd
 from .._core.codec import FrameDecoder, RejectedFrame, encode_frame
 from .._core.config import Identity, RelayConfig
+from .._core.descriptor import Descriptor
 from .._core.frames import (
     CONNECTOR_FRAMES,
     DescriptorFrame,
     Frame,
+    FrameError,
     GoingIdle,
     GoingIdleAck,
     Hello,
@@ -35,23 +46,25 @@ from .._core.frames import (
 )
 from .._core.outcome import Outcome
 from .._core.stats import RelayStats
-from .liveness import LivenessStream
-from .outbox import Line, Outbox
+from .outbox import Line, Outbox, Outgoing
 from .waiters import Expiry, Waiter
+from .websocket import WebSocket, WebSocketEnded, WriteFailed
 
 logger = logging.getLogger("trio_relay")
 
-
-
 InboundSink = Callable[[InboundFrame | PassthroughFrame | InterruptInbound], None]
+
+_current_statistics = trio.lowlevel.current_statistics
+
+FLUSH_BYTES = 1 << 16
+"""The writer writes once this much is framed, instead of framing a whole burst first."""
 
 
 class Connection:
     def __init__(
         self,
         *,
-        ws: trio_websocket.WebSocketConnection,
-        transport: LivenessStream,
+        ws: WebSocket,
         nursery: trio.Nursery,
         config: RelayConfig,
         stats: RelayStats,
@@ -59,7 +72,7 @@ class Connection:
         on_end: Callable[[Connection], None],
     ) -> None:
         self.ws = ws
-        self.transport = transport
+        ws.on_pending = self._start_writer
         self._nursery = nursery
         self._config = config
         self._stats = stats
@@ -68,31 +81,34 @@ class Connection:
         self.outbox = Outbox(
             max_frames=config.max_queued_frames,
             max_message_bytes=config.max_message_bytes,
-            on_sent=self._count_sent,
+            on_put=self._start_writer,  # whoever queues (acks go straight to the box)
         )
         self.waiters: dict[str, Waiter] = {}
         self._expiry = Expiry(self._expired)
-        self.descriptors: list[DescriptorFrame] = []
-        self._identities_expected = 0
-        self.handshake_done = trio.Event()
+        self.descriptors: dict[str, Descriptor] = {}
+        """Platform → descriptor, for the hello'd platforms only, in arrival order."""
+        self._platforms: frozenset[str] = frozenset()
+        self.first_descriptor = trio.Event()
+        self.all_descriptors = trio.Event()
         self.ended = trio.Event()
         self.end_info: ConnectionEnd | None = None
         self.idle_acked = trio.Event()
         self._drained: trio.Event | None = None
         self._closing_info: tuple[str, int, str, bool] | None = None
         self._on_end_cancel: set[trio.CancelScope] = set()
-        """Waits that must end with the connection (pings, go_idle)."""
+        """Waits that must end with the connection (pings, go_idle, direct writes)."""
+        self._writer_running = False
+        self._write_failed_at: float | None = None
+        self._ping_ids = itertools.count()
         self.opened_at = trio.current_time()
         self.up_at: float | None = None
-        """When the handshake completed; None until then."""
+        """When the first descriptor arrived; None until then."""
 
     # --- life cycle ------------------------------------------------------------------
 
     def start(self) -> None:
         self._nursery.start_soon(self._reader)
-        self._nursery.start_soon(self._writer)
-        self._nursery.start_soon(self._pinger)
-        self._nursery.start_soon(self._expiry.run)
+        self._nursery.start_soon(self._timer)
 
     def end(
         self, cause: str, code: int | None = None, reason: str | None = None, *, by_us: bool = False
@@ -135,22 +151,28 @@ class Connection:
         self._nursery.cancel_scope.cancel()
 
     async def handshake(self, identities: Sequence[Identity], timeout: float) -> bool:
-        """Send one ``hello`` per identity and wait for as many descriptors.
+        """Send one ``hello`` per identity and wait for the first descriptor of a
+        hello'd platform: from then on the connection is up (docs/protocol.md,
+        "Handshake"); later descriptors are added as they arrive.
 
         True when the connection is up; false when it ended or timed out first (then it
         has been ended).
         """
-        self._identities_expected = len(identities)
+        self._platforms = frozenset(identity.platform for identity in identities)
         for identity in identities:
             hello = Hello(identity.platform, identity.bot_id, identity.command_manifest)
-            self.send_line(encode_frame(hello))
+            self.send_line(encode_frame(hello).encode())
         with trio.move_on_after(timeout):
-            await self.handshake_done.wait()
-        if self.is_open and not self.handshake_done.is_set():
+            await self.first_descriptor.wait()
+        if self.is_open and not self.first_descriptor.is_set():
             self.end(f"handshake timeout: no descriptors within {timeout:g} s")
         if self.is_open:
             self.up_at = trio.current_time()
         return self.is_open
+
+    def missing_descriptors(self) -> list[str]:
+        """The hello'd platforms that have no descriptor yet."""
+        return sorted(self._platforms - self.descriptors.keys())
 
     @property
     def is_open(self) -> bool:
@@ -158,17 +180,28 @@ class Connection:
 
     # --- requests --------------------------------------------------------------------
 
-    async def request(self, request_id: str, line: str, deadline: float, timeout: float) -> Outcome:
+    async def request(
+        self, request_id: str, line: bytes, deadline: float, timeout: float
+    ) -> Outcome:
         """Send one ``outbound`` line and wait for its result, the deadline, or the end
         of this connection — whichever comes first."""
         if not self.is_open:
             return _outcome.write_failed("connection already ended")
         waiter = Waiter(request_id, line, deadline, timeout)
-        if not self.outbox.put(waiter):
+        ws = self.ws
+        direct = (
+            ws.idle
+            and ws.can_send
+            and not self._writer_running
+            and not _current_statistics().tasks_runnable
+        )
+        if not direct and not self.outbox.put(waiter):
             return _outcome.queue_full(self._config.max_queued_frames)
         self.waiters[request_id] = waiter
         self._expiry.add(waiter)
         try:
+            if direct:
+                await self._write_directly(waiter)
             return await waiter.wait()
         except BaseException:
             # Cancelled: leave no trace, so a late result is ignored and the writer
@@ -178,13 +211,34 @@ class Connection:
             self._wake_drain()
             raise
 
+    async def _write_directly(self, waiter: Waiter) -> None:
+        # Alone on an idle socket: no burst to batch with, so writing here saves the
+        # writer's wake-up. Shielded, because a write cut off midway would leave half a
+        # frame on the wire; bounded by the connection's end (and the silence deadline
+        # for a socket that stops taking bytes).
+        waiter.mark_sending()
+        self.ws.send_text(waiter.line)
+        self._count_sent(1)
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self._config.ping_timeout
+            self._on_end_cancel.add(scope)
+            try:
+                await self.ws.flush()
+            except WriteFailed as exc:
+                self._write_failed(exc)
+            finally:
+                self._on_end_cancel.discard(scope)
+        waiter.mark_written()
+        if scope.cancelled_caught and self.is_open:
+            self.end("write stalled: the socket took no bytes")
+
     def _expired(self, waiter: Waiter) -> None:
         self.waiters.pop(waiter.request_id, None)
         waiter.abandoned = True  # the writer skips it if it has not gone out yet
         waiter.resolve(_outcome.timed_out(waiter.timeout, written=waiter.may_have_left))
         self._wake_drain()
 
-    def send_line(self, line: str) -> bool:
+    def send_line(self, line: bytes) -> bool:
         """Queue a fire-and-forget frame; false if the connection cannot take it."""
         return self.is_open and self.outbox.put(Line(line))
 
@@ -201,7 +255,7 @@ class Connection:
     async def go_idle(self, timeout: float) -> bool:
         """Send ``going_idle`` and wait for the ack; false on timeout or if the
         connection ends first."""
-        if not self.idle_acked.is_set() and not self.send_line(encode_frame(GoingIdle())):
+        if not self.idle_acked.is_set() and not self.send_line(encode_frame(GoingIdle()).encode()):
             return False
         with trio.move_on_after(timeout), trio.CancelScope() as scope:
             self._on_end_cancel.add(scope)
@@ -213,11 +267,14 @@ class Connection:
         return False
 
     async def close(self, code: int, reason: str, cause: str, *, by_us: bool) -> None:
-        """Close deliberately with ``code``; the closing handshake is bounded."""
+        """Close deliberately with ``code``: our close frame, then the peer's answer
+        (or EOF), within ``close_timeout``; then the connection is over either way."""
         self._closing_info = (cause, code, reason, by_us)
         try:
-            with trio.move_on_after(self._config.close_timeout):
-                await self.ws.aclose(code, reason)
+            if self.is_open and self.ws.send_close(code, reason):
+                self._start_writer()
+                with trio.move_on_after(self._config.close_timeout):
+                    await self.ended.wait()
         finally:
             self.end(cause, code, reason, by_us=by_us)
 
@@ -226,29 +283,40 @@ class Connection:
     async def _reader(self) -> None:
         decoder = FrameDecoder(CONNECTOR_FRAMES, max_line_bytes=self._config.max_line_bytes)
         stats = self._stats
+        waiters = self.waiters
+        receive = self.ws.receive
         try:
             while True:
-                message = await self.ws.get_message()
-                for frame in decoder.feed(message):
-                    if type(frame) is OutboundResult:  # the hot path: replies
-                        stats.frames_received += 1
-                        waiter = self.waiters.pop(frame.request_id, None)
-                        if waiter is not None:
-                            waiter.resolve(Outcome.answered(frame.result))
-                            self._expiry.prune(waiter)
-                            self._wake_drain()
-                    else:
-                        self._dispatch(frame)
-        except trio_websocket.ConnectionClosed as exc:
-            if self._closing_info is not None:
-                # Our own close() is under way: its closing handshake needs
-                # trio-websocket's reader alive, so let close() end the connection.
-                return
-            close = exc.reason
-            if close is None:
-                self.end("closed by peer")
-            else:
-                self.end("closed by peer", close.code, close.reason)
+                for payload in await receive():
+                    for frame in decoder.feed(payload):
+                        if type(frame) is OutboundResult:  # the hot path: replies
+                            waiter = waiters.get(frame.request_id)
+                            if waiter is not None and waiter.may_have_left:
+                                stats.frames_received += 1
+                                del waiters[frame.request_id]
+                                waiter.resolve(Outcome.answered(frame.result))
+                                self._expiry.prune(waiter)
+                                if self._drained is not None:
+                                    self._wake_drain()
+                            elif waiter is not None:
+                                self._reject("a result for a request not yet sent", frame)
+                            else:
+                                stats.frames_received += 1  # late or unknown: ignored
+                        else:
+                            self._dispatch(frame)
+                waiters = self.waiters  # end() swaps the dict
+        except WebSocketEnded as exc:
+            end = exc.end
+            if self.ws.has_pending:
+                # Our answer to the peer's close (or the close of a protocol failure):
+                # send it, bounded, then end.
+                with trio.move_on_after(self._config.close_timeout):
+                    await self._flush_quietly()
+            self.end(end.cause, end.code, end.reason)
+
+    def _reject(self, reason: str, frame: Frame | None) -> None:
+        self._stats.frames_rejected += 1
+        logger.warning("skipped a frame from the connector: %s (%r)", reason, frame)
 
     def _dispatch(self, frame: Frame | RejectedFrame) -> None:
         if isinstance(frame, RejectedFrame):
@@ -261,65 +329,179 @@ class Connection:
         if isinstance(frame, (InboundFrame, PassthroughFrame, InterruptInbound)):
             self._on_inbound(frame)
         elif isinstance(frame, DescriptorFrame):
-            self.descriptors.append(frame)
-            if self._identities_expected and len(self.descriptors) >= self._identities_expected:
-                self.handshake_done.set()
+            self._add_descriptor(frame)
         elif isinstance(frame, GoingIdleAck):
             self.idle_acked.set()
         else:  # a gateway-side frame type cannot reach here: the registry excludes them
             raise AssertionError(f"unhandled frame {frame!r}")
 
-    async def _writer(self) -> None:
+    def _add_descriptor(self, frame: DescriptorFrame) -> None:
         try:
-            await self.outbox.run_writer(self.ws.send_message, self._socket_open)
-        except trio_websocket.ConnectionClosed:
-            # The reader sees the same close once it has handed over every message
-            # received before it (answers among them), and ends the connection then;
-            # the pinger is the backstop if it never does.
+            descriptor = Descriptor.from_wire(frame.descriptor)
+        except FrameError as exc:
+            self._stats.frames_rejected += 1
+            logger.warning("skipped a bad descriptor from the connector: %s", exc)
             return
+        platform = descriptor.platform
+        if platform not in self._platforms:
+            self._stats.frames_rejected += 1
+            logger.warning(
+                "skipped a descriptor for platform %r: we said hello for %s only",
+                platform,
+                sorted(self._platforms),
+            )
+            return
+        if platform in self.descriptors:
+            return  # the first one of a connection stands
+        self.descriptors[platform] = descriptor
+        self.first_descriptor.set()
+        if len(self.descriptors) == len(self._platforms):
+            self.all_descriptors.set()
 
-    def _socket_open(self) -> bool:
-        return self.is_open and self.ws.closed is None
+    def _start_writer(self) -> None:
+        if not self._writer_running and self.is_open:
+            self._writer_running = True
+            self._nursery.start_soon(self._writer)
+
+    async def _writer(self) -> None:
+        """Write what is queued, in as few messages and writes as the limits allow;
+        end when nothing is left (the next frame that cannot go directly restarts it)."""
+        outbox, ws = self.outbox, self.ws
+        try:
+            while True:
+                # Another task's write (a request's direct write, the reader's answer
+                # to a close) goes first. Frames stay in the outbox meanwhile, so a
+                # stalled socket fills the outbox (max_queued_frames), not our memory,
+                # and a frame whose sender gives up meanwhile never leaves.
+                await ws.wait_write_done()
+                # If other tasks are ready to run, one scheduler pass lets them add
+                # their frames first, so a burst leaves in one write instead of many.
+                if _current_statistics().tasks_runnable:
+                    await trio.lowlevel.checkpoint()
+                batch = outbox.take_unsent()
+                sent: list[Outgoing] = []
+                framed = 0
+                for group in outbox.messages(batch):
+                    if not ws.can_send:
+                        break  # nothing of it can leave: leave it unmarked
+                    for item in group:
+                        item.mark_sending()
+                    lines = [item.line for item in group]
+                    payload = lines[0] if len(lines) == 1 else b"".join(lines)  # type: ignore[arg-type]
+                    ws.send_text(payload)  # type: ignore[arg-type]
+                    self._count_sent(len(group))
+                    sent += group
+                    framed += len(payload)
+                    if framed >= FLUSH_BYTES:
+                        # Write as we go: what is not framed yet has certainly not
+                        # left (definite if the link dies now), and the senders of
+                        # what is still queued may yet give up.
+                        if not await self._flush(sent):
+                            return
+                        sent, framed = [], 0
+                if ws.writing or ws.broken or not ws.has_pending:
+                    # Nothing to write, or another task is writing (the reader's answer
+                    # to a close): it writes what we framed.
+                    for item in sent:
+                        item.mark_written()
+                    if not outbox.has_queued:
+                        return
+                    continue
+                if not await self._flush(sent):
+                    return
+        finally:
+            self._writer_running = False
+
+    async def _flush(self, sent: list[Outgoing]) -> bool:
+        try:
+            await self.ws.flush()
+        except WriteFailed as exc:
+            self._write_failed(exc)
+            return False
+        for item in sent:
+            item.mark_written()
+        return True
+
+    async def _flush_quietly(self) -> None:
+        with contextlib.suppress(WriteFailed):
+            await self.ws.flush()
+
+    def _write_failed(self, exc: WriteFailed) -> None:
+        # The reader usually sees the same failure once it has handed over everything
+        # received before it (answers among them) and ends the connection then; the
+        # timer ends it ``close_timeout`` later if it does not.
+        logger.info("relay write failed: %s", exc)
+        if self._write_failed_at is None:
+            self._write_failed_at = trio.current_time()
+            self._expiry.wake_by(self._write_failed_at + self._config.close_timeout)
 
     def _count_sent(self, frames: int) -> None:
         self._stats.messages_sent += 1
         self._stats.frames_sent += frames
 
-    async def _pinger(self) -> None:
+    async def _timer(self) -> None:
+        """Pings every ``ping_interval``; ends the connection when nothing at all was
+        received for ``ping_timeout`` (any byte is proof of life, so a busy peer is
+        never dropped for a late pong); expires requests at their deadlines."""
         interval = self._config.ping_interval
         timeout = self._config.ping_timeout
+        ws = self.ws
         next_ping = trio.current_time() + interval
         while True:
-            await trio.sleep_until(min(next_ping, self.transport.last_received + timeout))
+            silent_until = ws.last_received + timeout
+            wake = min(next_ping, silent_until)
+            if self._write_failed_at is not None:
+                wake = min(wake, self._write_failed_at + self._config.close_timeout)
+            await self._expiry.sleep_until(wake)
             now = trio.current_time()
-            silent_for = now - self.transport.last_received
+            self._expiry.expire_due()
+            silent_for = now - ws.last_received
             if silent_for >= timeout:
                 self.end(f"keepalive timeout: nothing received for {silent_for:.1f} s")
                 return
+            if (
+                self._write_failed_at is not None
+                and now >= self._write_failed_at + self._config.close_timeout
+            ):
+                self.end("write failed: the socket refused our bytes")
+                return
             if now >= next_ping:
                 next_ping = now + interval
-                self._nursery.start_soon(self._ping_once)
+                self._ping(None)
 
-    async def _ping_once(self) -> None:
-        # Bounded: a peer that never pongs but keeps sending is alive (not dropped), and
-        # must not leave one task waiting for a pong behind per ping_interval.
-        with trio.move_on_after(self._config.ping_timeout):
-            await self.ping()
+    def _ping(self, on_pong: Callable[[], None] | None) -> bytes | None:
+        # Unanswered pings are bounded: a peer that never pongs but keeps sending is
+        # alive, and must not make us hold one entry per ping_interval.
+        payload = next(self._ping_ids).to_bytes(4, "big")
+        sent_at = trio.current_time()
+        stats = self._stats
+
+        def pong() -> None:
+            stats.ping_rtt = trio.current_time() - sent_at
+            if on_pong is not None:
+                on_pong()
+
+        if not self.ws.send_ping(payload, pong):
+            return None
+        self._start_writer()
+        return payload
 
     async def ping(self) -> float | None:
         """One ping; the RTT in seconds (also kept in stats), or None if the connection
-        closed first (the reader reports the close)."""
-        sent_at = trio.current_time()
+        closed first. The caller bounds the wait."""
+        if not self.is_open:
+            return None
+        answered = trio.Event()
+        payload = self._ping(answered.set)
+        if payload is None:
+            return None
         with trio.CancelScope() as scope:
-            # trio-websocket never wakes a pending ping when the socket dies.
             self._on_end_cancel.add(scope)
             try:
-                await self.ws.ping()
-            except trio_websocket.ConnectionClosed:
-                return None
+                await answered.wait()
             finally:
                 self._on_end_cancel.discard(scope)
+                self.ws.forget_ping(payload)
         if scope.cancelled_caught:
             return None
-        rtt = self._stats.ping_rtt = trio.current_time() - sent_at
-        return rtt
+        return self._stats.ping_rtt

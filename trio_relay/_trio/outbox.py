@@ -8,12 +8,15 @@ per message (wsproto framing, a ``send_all``, a scheduler round trip), so under 
 this batching is what lets many requesters share one socket cheaply; under no load a
 batch is one line and costs one extra scheduler pass.
 
-The gateway's connection and the reference connector both use it.
+The reference connector runs :meth:`Outbox.run_writer` (text lines, one send per
+message). The gateway's connection keeps its lines as UTF-8 ``bytes`` (encoded once,
+when the request is made) and runs its own writer over :meth:`Outbox.messages`, because
+its WebSocket frames messages without I/O and writes a whole batch at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 import trio
@@ -29,7 +32,9 @@ connector in its own process, 32 gave twice the 256-way throughput of unbounded 
 class Outgoing(Protocol):
     """Something queued for the socket: a wire line, and hooks for its fate."""
 
-    line: str
+    @property
+    def line(self) -> str | bytes: ...
+
     abandoned: bool
     """Set by the sender when it no longer wants the line sent (cancelled, timed out)."""
 
@@ -47,7 +52,7 @@ class Line:
     __slots__ = ("line",)
     abandoned = False
 
-    def __init__(self, line: str) -> None:
+    def __init__(self, line: str | bytes) -> None:
         self.line = line
 
     def mark_sending(self) -> None:
@@ -64,8 +69,11 @@ class Outbox:
         max_frames: int,
         max_message_bytes: int,
         on_sent: Callable[[int], None] | None = None,
+        on_put: Callable[[], None] | None = None,
     ) -> None:
-        """``on_sent(n)`` is called after each message, with the frames it carried."""
+        """``on_sent(n)`` is called after each message, with the frames it carried;
+        ``on_put()`` after each item queued (to start a writer that is not running)."""
+        self._on_put = on_put
         self._max_frames = max_frames
         self._on_sent = on_sent
         self._max_message_bytes = max_message_bytes
@@ -78,7 +86,29 @@ class Outbox:
             return False
         self._queue.append(item)
         self._lot.unpark()
+        if self._on_put is not None:
+            self._on_put()
         return True
+
+    @property
+    def has_queued(self) -> bool:
+        return bool(self._queue)
+
+    async def wait_queued(self) -> None:
+        """Sleep until something is queued (returns at once if something is)."""
+        if not self._queue:
+            await self._lot.park()
+
+    def messages(self, batch: list[Outgoing]) -> Iterator[list[Outgoing]]:
+        """Split ``batch`` into messages (see :meth:`_message_end`), leaving out what
+        its sender abandoned by the time each message is formed."""
+        start = 0
+        while start < len(batch):
+            end = self._message_end(batch, start)
+            group = [item for item in batch[start:end] if not item.abandoned]
+            start = end
+            if group:
+                yield group
 
     def take_unsent(self) -> list[Outgoing]:
         """Everything queued since the last call; empties the box."""
@@ -118,7 +148,7 @@ class Outbox:
                     continue
                 for item in group:
                     item.mark_sending()
-                await send("".join(item.line for item in group))
+                await send("".join(item.line for item in group))  # type: ignore[misc]
                 if self._on_sent is not None:
                     self._on_sent(len(group))
                 for item in group:
@@ -130,7 +160,7 @@ class Outbox:
         end, size = start, 0
         while end < len(batch) and end - start < MAX_BATCH_FRAMES:
             line = batch[end].line
-            n = len(line) if line.isascii() else len(line.encode("utf-8"))
+            n = len(line) if isinstance(line, bytes) or line.isascii() else len(line.encode())
             if end > start and size + n > self._max_message_bytes:
                 break
             size += n

@@ -8,10 +8,8 @@ calls as it opens, comes up and ends.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import random
-import secrets
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,13 +18,14 @@ import trio
 from .._core import outcome as _outcome
 from .._core.backoff import Backoff
 from .._core.close import NORMAL_CLOSE_CODE, ConnectionEnd
-from .._core.codec import encode_frame, encode_line
+from .._core.codec import encode_wire
 from .._core.config import Identity, RelayConfig, UpgradeAuth
-from .._core.descriptor import Descriptor
+from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.errors import InsecureURLError
-from .._core.frames import FrameError, Interrupt
+from .._core.frames import Interrupt
 from .._core.lifecycle import AUTH_ADVICE, Change, Lifecycle
 from .._core.outcome import Outcome
+from .._core.request_ids import RequestIds
 from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.url import normalize_url
@@ -90,8 +89,7 @@ class Relay(AdapterMethods):
         """The newest open connection, handshake done or not (acks may use it)."""
         self.descriptors: dict[str, Descriptor] = {}
         self.default_platform: str | None = None
-        self._id_prefix = secrets.token_hex(4)
-        self._ids = itertools.count()
+        self._request_ids = RequestIds()
         backoff = Backoff(
             initial=config.backoff_initial,
             maximum=config.backoff_max,
@@ -228,14 +226,14 @@ class Relay(AdapterMethods):
 
     def _encode_request(
         self, action: Mapping[str, Any], platform: str | None, routed_bot_id: str | None = None
-    ) -> tuple[str, str, str]:
+    ) -> tuple[str, bytes, str]:
         if not isinstance(action, Mapping) or not isinstance(action.get("op"), str):
             raise TypeError("action must be a mapping with a string 'op', e.g. {'op': 'send', ...}")
         if platform is not None and platform not in self._bot_ids:
             raise ValueError(
                 f"no identity for platform {platform!r}; configured: {sorted(self._bot_ids)}"
             )
-        request_id = f"{self._id_prefix}{next(self._ids):08x}"
+        request_id = self._request_ids.next()
         frame: dict[str, Any] = {"type": "outbound", "requestId": request_id, "action": action}
         if platform is not None:
             frame["platform"] = platform
@@ -243,10 +241,10 @@ class Relay(AdapterMethods):
             if bot_id:
                 frame["botId"] = bot_id
         try:
-            line = encode_line(frame)
+            line = encode_wire(frame)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"action is not JSON-serialisable: {exc}") from None
-        size = len(line.encode("utf-8"))
+        size = len(line)
         if size > self._config.max_message_bytes:
             raise ValueError(
                 f"action encodes to {size} bytes, over max_message_bytes "
@@ -257,7 +255,7 @@ class Relay(AdapterMethods):
     async def _deliver(
         self,
         request_id: str,
-        line: str,
+        line: bytes,
         op: str,
         platform: str | None,
         deadline: float,
@@ -280,9 +278,14 @@ class Relay(AdapterMethods):
                 return _outcome.timed_out(timeout, written=False)
         if conn is None:
             return _outcome.not_connected(self.state.value)
-        descriptor = self.descriptors.get(platform or self.default_platform or "")
-        if descriptor is not None and not descriptor.supports(op):
-            return _outcome.unsupported_op(op, descriptor.platform)
+        target = platform or self.default_platform or ""
+        descriptor = self.descriptors.get(target)
+        if descriptor is not None:
+            if not descriptor.supports(op):
+                return _outcome.unsupported_op(op, descriptor.platform)
+        elif op not in LEGACY_OPS:
+            # No descriptor (yet) for this platform: only what every platform takes.
+            return _outcome.unsupported_op(op, target)
         return await conn.request(request_id, line, deadline, timeout)
 
     def _refusal(self) -> Outcome | None:
@@ -316,7 +319,8 @@ class Relay(AdapterMethods):
         """Tell the connector to stop a session (fire and forget). False when there is
         no connection to send it on."""
         conn = self._conn
-        return conn is not None and conn.send_line(encode_frame(Interrupt(session_key, reason)))
+        frame = Interrupt(session_key, reason)
+        return conn is not None and conn.send_line(encode_wire(frame.to_wire()))
 
     async def go_idle(self, timeout: float = 5.0) -> bool:
         """Ask the connector to switch us to buffered-only delivery; true once acked."""
@@ -363,16 +367,9 @@ class Relay(AdapterMethods):
         self._newest = conn
 
     def _connection_up(self, conn: Connection) -> None:
-        descriptors: dict[str, Descriptor] = {}
-        for frame in conn.descriptors:
-            try:
-                descriptor = Descriptor.from_wire(frame.descriptor)
-            except FrameError as exc:
-                self.stats.frames_rejected += 1
-                logger.warning("skipped a bad descriptor from the connector: %s", exc)
-                continue
-            descriptors.setdefault(descriptor.platform, descriptor)
-        self.descriptors = descriptors
+        # Up on the first descriptor: the connection's dict is shared, so descriptors
+        # arriving later appear here as they come.
+        descriptors = self.descriptors = conn.descriptors
         self.default_platform = next(iter(descriptors), None)
         self.stats.connects += 1
         self._conn = conn

@@ -1,10 +1,12 @@
 """One connection's life: dial, upgrade, handshake, serve until it ends.
 
-The supervisor loop (``supervisor.py``) calls :func:`serve_connection` once per dial and
-decides from the returned :class:`ConnectionEnd` what to do next; this module knows
-nothing of backoff or revocation. The connection nursery opened here holds
-trio-websocket's reader and our reader, writer and pinger, and is cancelled as a whole
-when the socket dies; the transport is closed on every path out.
+The supervisor (``supervisor.py``) calls :func:`serve_connection` once per dial and decides from the
+returned :class:`ConnectionEnd` what to do next; this module knows nothing of backoff or
+revocation. Every way a dial can fail — refused, unreachable, TLS, a proxy's refusal,
+any HTTP answer at the upgrade, a bad ``Sec-WebSocket-Accept``, EOF or a reset midway —
+comes back as a failed dial's ``ConnectionEnd``, logged in plain words, never as an
+exception. The connection nursery opened here holds the connection's tasks and is
+cancelled as a whole when the socket dies; the stream is closed on every path out.
 """
 
 from __future__ import annotations
@@ -14,25 +16,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import trio
-import trio_websocket
-from wsproto.utilities import LocalProtocolError
 
 from .._core.close import AUTH_CLOSE_CODE, ConnectionEnd
 from .._core.config import Identity, RelayConfig
+from .._core.dial_failure import Refusal, describe_error
+from .._core.endpoint import ByteStream, Endpoint
 from .._core.stats import RelayStats
 from .connection import Connection, InboundSink
-from .dial import Endpoint, UpgradeRefused, open_transport, upgrade
+from .dial import connect
+from .websocket import STREAM_ERRORS, UpgradeFailed, upgrade, upgrade_headers
 
 logger = logging.getLogger("trio_relay")
 
-DIAL_ERRORS = (
-    OSError,  # refused, unreachable, TLS failures (ssl.SSLError)
-    trio.TooSlowError,
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-    trio_websocket.HandshakeError,
-    trio_websocket.ConnectionClosed,
-)
+DIALING = "relay %s: dialing (dial %d)"
+"""Logged at DEBUG as each dial starts."""
+
+DIAL_ERRORS = (*STREAM_ERRORS, trio.TooSlowError)
+"""What a dialer raises for the network's faults (``ssl.SSLError`` is an ``OSError``)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class ConnectionHooks:
     on_open: Callable[[Connection], None]
     """The socket is upgraded and its tasks run (acks may use it already)."""
     on_up: Callable[[Connection], None]
-    """The handshake is done: requests may use it."""
+    """The first descriptor arrived: requests may use it."""
     on_end: Callable[[Connection], None]
     """It ended (called by whichever task saw it first)."""
     on_inbound: InboundSink
@@ -60,29 +60,41 @@ async def serve_connection(
     """Dial once and serve the connection until it ends; never raises for the
     network's faults (they come back as the :class:`ConnectionEnd`)."""
     stats.dials += 1
+    logger.debug(DIALING, endpoint, stats.dials)
+    dialer = config.dialer or connect
     try:
-        transport = await open_transport(endpoint, config)
+        with trio.fail_after(config.connect_timeout):
+            stream = await dialer(endpoint, config)
+    except trio.TooSlowError:
+        cause = f"connect failed: timed out after {config.connect_timeout:g} s"
+        return _dial_failed(endpoint, stats, Refusal(cause))
     except DIAL_ERRORS as exc:
-        return _dial_failed(endpoint, stats, f"connect failed: {_describe(exc)}", None)
+        return _dial_failed(endpoint, stats, Refusal(f"connect failed: {describe_error(exc)}"))
     conn: Connection | None = None
     try:
+        # Minted at the last moment: a token made before a slow connect (or a suspend)
+        # could be stale by the time the upgrade carries it.
+        headers = upgrade_headers(mint_token(), config.user_agent, config.extra_headers)
+        try:
+            with trio.fail_after(config.handshake_timeout):
+                ws = await upgrade(
+                    stream,
+                    endpoint,
+                    headers=headers,
+                    max_message_bytes=config.max_message_bytes,
+                    compression=config.compression,
+                )
+        except UpgradeFailed as exc:
+            return _dial_failed(endpoint, stats, exc.refusal, exc.status)
+        except trio.TooSlowError:
+            cause = f"upgrade failed: no answer within {config.handshake_timeout:g} s"
+            return _dial_failed(endpoint, stats, Refusal(cause))
+        except DIAL_ERRORS as exc:
+            cause = f"upgrade failed: {describe_error(exc)}"
+            return _dial_failed(endpoint, stats, Refusal(cause))
         async with trio.open_nursery() as nursery:
-            try:
-                # Minted at the last moment: a token made before a slow connect (or a
-                # suspend) could be stale by the time the upgrade carries it.
-                ws = await upgrade(nursery, transport, endpoint, config, mint_token())
-            except UpgradeRefused as exc:
-                nursery.cancel_scope.cancel()
-                # An HTTP-level refusal of our credentials reads like a 4401.
-                code = AUTH_CLOSE_CODE if exc.status in (401, 403) else None
-                return _dial_failed(endpoint, stats, str(exc), code)
-            except DIAL_ERRORS as exc:
-                nursery.cancel_scope.cancel()
-                cause = f"upgrade failed: {_describe(exc)}"
-                return _dial_failed(endpoint, stats, cause, None)
             conn = Connection(
                 ws=ws,
-                transport=transport,
                 nursery=nursery,
                 config=config,
                 stats=stats,
@@ -92,23 +104,46 @@ async def serve_connection(
             conn.start()
             hooks.on_open(conn)
             if await conn.handshake(identities, config.handshake_timeout):
+                stats.missing_descriptors = []
                 hooks.on_up(conn)
+                await _watch_descriptors(conn, config, stats, endpoint)
             # Connection.end() cancels this nursery, this wait included.
             await conn.ended.wait()
-    except BaseExceptionGroup as group:
-        # trio-websocket's reader task dies with wsproto's LocalProtocolError when the
-        # peer pings while our close is under way (no Pong may follow our Close). That
-        # ends this connection, never the relay.
-        if conn is None or group.split(LocalProtocolError)[1] is not None:
-            raise
-        conn.end(f"protocol error: {group.exceptions[0]}")
     finally:
         with trio.CancelScope(shield=True):
-            await trio.aclose_forcefully(transport)
+            await _close(stream)
     return _connection_over(endpoint, conn)
 
 
-def _connection_over(endpoint: Endpoint, conn: Connection) -> ConnectionEnd:
+async def _watch_descriptors(
+    conn: Connection, config: RelayConfig, stats: RelayStats, endpoint: Endpoint
+) -> None:
+    # Up on the first descriptor; the rest are added as they come. Whoever is still
+    # without one when the handshake's time is up is named, once.
+    with trio.move_on_at(conn.opened_at + config.handshake_timeout):
+        await conn.all_descriptors.wait()
+    missing = conn.missing_descriptors()
+    if missing and conn.is_open:
+        stats.missing_descriptors = missing
+        logger.warning(
+            "relay %s: no descriptor for %s within %g s; requests for them are limited "
+            "to the legacy ops (send, edit, typing, follow_up)",
+            endpoint,
+            ", ".join(missing),
+            config.handshake_timeout,
+        )
+
+
+async def _close(stream: ByteStream) -> None:
+    if isinstance(stream, trio.abc.AsyncResource):
+        await trio.aclose_forcefully(stream)
+    else:  # pragma: no cover - a dialer's own stream type
+        with trio.move_on_after(0):
+            await stream.aclose()
+
+
+def _connection_over(endpoint: Endpoint, conn: Connection | None) -> ConnectionEnd:
+    assert conn is not None, "only a served connection gets here"
     end = conn.end_info
     assert end is not None, "the connection nursery exits only through Connection.end"
     logger.info(
@@ -123,23 +158,21 @@ def _connection_over(endpoint: Endpoint, conn: Connection) -> ConnectionEnd:
 
 
 def _dial_failed(
-    endpoint: Endpoint, stats: RelayStats, cause: str, code: int | None
+    endpoint: Endpoint, stats: RelayStats, why: Refusal, status: int | None = None
 ) -> ConnectionEnd:
-    reason = "unauthorized" if code == AUTH_CLOSE_CODE else None
+    code = AUTH_CLOSE_CODE if why.auth else None
+    reason = "unauthorized" if why.auth else None
     stats.dial_failures += 1
     stats.last_close_code = code
     stats.last_close_reason = reason
-    # Not logged here: the supervisor logs each failed dial once, with its next attempt.
-    return ConnectionEnd(cause, code, reason)
-
-
-def _describe(exc: BaseException) -> str:
-    # Follow the explicit cause: a failed TLS verification reaches us as a bare
-    # BrokenResourceError whose __cause__ (ssl.SSLCertVerificationError) says why.
-    parts: list[str] = []
-    current: BaseException | None = exc
-    while current is not None and len(parts) < 3:
-        text = str(current)
-        parts.append(f"{type(current).__name__}: {text}" if text else type(current).__name__)
-        current = current.__cause__
-    return ", caused by ".join(parts)
+    stats.last_dial_failure = why.cause
+    # Not logged here: the supervisor logs each failed dial once (at WARNING when it
+    # carries advice), with its next attempt.
+    return ConnectionEnd(
+        why.cause,
+        code,
+        reason,
+        http_status=status,
+        retry_after=why.retry_after,
+        advice=why.advice,
+    )

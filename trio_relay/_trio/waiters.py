@@ -4,9 +4,10 @@ A request's task sleeps in :meth:`Waiter.wait` until exactly one outcome is reco
 by whoever learns it first: the reader (a result), the connection's end (ambiguous or
 definite), or the connection's :class:`Expiry` (the deadline). A per-request cancel
 scope would do the last job too, but costs more than the rest of a request's local work
-together, so deadlines are kept per connection instead: one timer task, and requests
-grouped by their remaining time, in which each group's deadlines only grow — so only
-group heads are ever looked at.
+together, so deadlines are kept per connection instead: the connection's one timer task
+(which also sends pings and watches for silence) sleeps in :meth:`Expiry.sleep_until`,
+and requests are grouped by their remaining time, in which each group's deadlines only
+grow — so only group heads are ever looked at.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Waiter:
         "timeout",
     )
 
-    def __init__(self, request_id: str, line: str, deadline: float, timeout: float) -> None:
+    def __init__(self, request_id: str, line: bytes, deadline: float, timeout: float) -> None:
         self.request_id = request_id
         self.line = line
         self.deadline = deadline
@@ -61,7 +62,7 @@ class Waiter:
         self.may_have_left = True
 
     def mark_written(self) -> None:
-        self.line = ""  # the payload is no longer needed; do not hold it until expiry
+        self.line = b""  # the payload is no longer needed; do not hold it until expiry
 
     def resolve(self, outcome: Outcome) -> None:
         if self.outcome is None:
@@ -88,7 +89,7 @@ class Waiter:
 
 
 class Expiry:
-    """The deadlines of one connection's waiters, served by :meth:`run`.
+    """The deadlines of one connection's waiters.
 
     Waiters are grouped by their remaining time at registration (to the millisecond),
     so each group is a FIFO in deadline order. Settled waiters leave a group from its
@@ -99,7 +100,8 @@ class Expiry:
     def __init__(self, on_expired: Callable[[Waiter], None]) -> None:
         self._on_expired = on_expired
         self._groups: dict[int, deque[Waiter]] = {}
-        self._wake = trio.CancelScope()
+        self._earliest = math.inf
+        self._wake: trio.CancelScope | None = None
 
     def add(self, waiter: Waiter) -> None:
         if waiter.deadline == math.inf:
@@ -110,8 +112,10 @@ class Expiry:
             self._groups[key] = group = deque()
         group.append(waiter)
         waiter.group = group
-        if waiter.deadline < self._wake.deadline:
-            self._wake.deadline = waiter.deadline
+        if waiter.deadline < self._earliest:
+            self._earliest = waiter.deadline
+            if self._wake is not None and waiter.deadline < self._wake.deadline:
+                self._wake.deadline = waiter.deadline
 
     def prune(self, waiter: Waiter) -> None:
         """Drop settled waiters from the head of ``waiter``'s group."""
@@ -120,21 +124,31 @@ class Expiry:
             while group and group[0].settled:
                 group.popleft()
 
-    async def run(self) -> None:
-        """Expire waiters at their deadlines, forever (cancelled with the connection)."""
-        while True:
-            with self._wake:
-                await trio.sleep_forever()
-            self._wake = trio.CancelScope()
-            now = trio.current_time()
-            earliest = math.inf
-            for key, group in list(self._groups.items()):
-                while group and (group[0].settled or group[0].deadline <= now):
-                    waiter = group.popleft()
-                    if not waiter.settled:
-                        self._on_expired(waiter)
-                if group:
-                    earliest = min(earliest, group[0].deadline)
-                else:
-                    del self._groups[key]
-            self._wake.deadline = earliest
+    def wake_by(self, deadline: float) -> None:
+        """Make the current :meth:`sleep_until` end no later than ``deadline``."""
+        if self._wake is not None and deadline < self._wake.deadline:
+            self._wake.deadline = deadline
+
+    async def sleep_until(self, deadline: float) -> None:
+        """Sleep until ``deadline`` or the earliest waiter's deadline, whichever is
+        first (a waiter added meanwhile with an earlier one shortens the sleep)."""
+        with trio.CancelScope(deadline=min(deadline, self._earliest)) as self._wake:
+            await trio.sleep_forever()
+        self._wake = None
+
+    def expire_due(self) -> None:
+        """Expire every waiter whose deadline has passed."""
+        if self._earliest > trio.current_time():
+            return
+        now = trio.current_time()
+        earliest = math.inf
+        for key, group in list(self._groups.items()):
+            while group and (group[0].settled or group[0].deadline <= now):
+                waiter = group.popleft()
+                if not waiter.settled:
+                    self._on_expired(waiter)
+            if group:
+                earliest = min(earliest, group[0].deadline)
+            else:
+                del self._groups[key]
+        self._earliest = earliest

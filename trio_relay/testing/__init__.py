@@ -21,6 +21,7 @@ it found it (file descriptors, Trio tasks, resident memory).
 
 from ._chats import PromptShown, TranscriptEntry
 from ._connector import ReferenceConnector, open_connector, serve_connector
+from ._dialers import FaultDialer, FaultStream, MemoryDialer
 from ._options import ConnectorOptions, OutboundHandler
 from ._probes import live_tasks, open_fds, rss_bytes, trim_heap
 from ._protocol import default_descriptor
@@ -29,7 +30,10 @@ from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver
 __all__ = [
     "ANONYMOUS",
     "ConnectorOptions",
+    "FaultDialer",
+    "FaultStream",
     "FrameObserver",
+    "MemoryDialer",
     "OutboundHandler",
     "PromptShown",
     "ReferenceConnector",

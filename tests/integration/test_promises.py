@@ -1,0 +1,121 @@
+"""Promises that must hold against a hostile connector (issue 12 items 1, 3, 4) and
+the handshake that is up on the first descriptor (issue 14)."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import trio
+import trio.testing
+
+import trio_relay
+from trio_relay import Identity, RelayConfig, State
+from trio_relay.testing import FaultDialer, default_descriptor, open_connector
+
+SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
+
+
+async def test_a_result_for_a_frame_not_yet_written_is_rejected() -> None:
+    """A connector that answers a request before its frame has left (a guessed id)
+    must not settle it: the forgery is counted and ignored, the real answer wins."""
+    dialer = FaultDialer()
+    config = RelayConfig(dialer=dialer, close_timeout=0.2)
+    async with open_connector() as connector, trio_relay.open_relay(
+        connector.url, config=config
+    ) as relay:
+        await relay.wait_connected(5)
+        dialer.hold_writes()  # the socket takes no more bytes: frames stay with us
+        outcomes: list[trio_relay.Outcome] = []
+
+        async def one() -> None:
+            outcomes.append(await relay.request(SEND))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(one)  # writes directly, and blocks in the write
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(one)  # queued behind it: not a byte of it has left
+            await trio.testing.wait_all_tasks_blocked()
+            conn = relay._conn
+            assert conn is not None
+            unsent = [w.request_id for w in conn.waiters.values() if not w.may_have_left]
+            assert len(unsent) == 1
+            forged = {"type": "outbound_result", "requestId": unsent[0],
+                      "result": {"success": True, "forged": True}}
+            await connector.inject_raw(json.dumps(forged) + "\n")
+            with trio.fail_after(5):
+                while relay.stats.frames_rejected < 1:
+                    await trio.sleep(0.001)
+            assert outcomes == []  # nothing settled by the forgery
+            dialer.release_writes()
+    assert len(outcomes) == 2
+    assert all(o.success and "forged" not in (o.result or {}) for o in outcomes), outcomes
+    assert relay.stats.frames_rejected == 1
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+async def test_nan_and_infinity_from_the_connector_are_rejected(constant: str) -> None:
+    async with open_connector() as connector, trio_relay.open_relay(connector.url) as relay:
+        await relay.wait_connected(5)
+        line = '{"type": "interrupt_inbound", "session_key": "s", "chat_id": "C", "v": %s}\n'
+        await connector.inject_raw(line % constant)
+        with trio.fail_after(5):
+            while relay.stats.frames_rejected < 1:
+                await trio.sleep(0.001)
+        assert relay.state is State.CONNECTED
+        assert (await relay.request(SEND)).success
+
+
+async def test_a_platform_without_a_descriptor_gets_only_the_legacy_ops(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The connector answers the hello for "other" with a descriptor for a platform we
+    never named: it is rejected, and "other" has no descriptor — so an op beyond the
+    legacy set is refused for it, not sent unchecked."""
+    identities = [Identity("relay", "B1"), Identity("other", "B2")]
+    overrides = {"other": {"platform": "elsewhere", "supported_ops": ["send", "react"]}}
+    async with open_connector(descriptors=overrides) as connector, trio_relay.open_relay(
+        connector.url, identities=identities
+    ) as relay:
+        await relay.wait_connected(5)
+        with trio.fail_after(5):
+            while relay.stats.frames_rejected < 1:
+                await trio.sleep(0.001)
+        assert set(relay.descriptors) == {"relay"}
+        refused = await relay.request(
+            {"op": "react", "chat_id": "C1", "message_id": "m", "emoji": "x"}, platform="other"
+        )
+        assert refused.code == "unsupported_op", refused
+        assert (await relay.request(SEND, platform="other")).success  # legacy op: sent
+    assert all(frame.action["op"] != "react" for frame in connector.outbound)
+
+
+async def test_connected_on_the_first_descriptor_later_ones_added_as_they_come(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="trio_relay")
+    identities = [Identity("relay", "B1"), Identity("late", "B2"), Identity("never", "B3")]
+    # The connector's answers to the hellos for "late" and "never" name other platforms
+    # (rejected), so only "relay" is described at first.
+    overrides = {"late": {"platform": "x-late"}, "never": {"platform": "x-never"}}
+    config = RelayConfig(handshake_timeout=10.0)
+    async with open_connector(descriptors=overrides) as connector, trio_relay.open_relay(
+        connector.url, identities=identities, config=config
+    ) as relay:
+        with trio.fail_after(5):
+            await relay.wait_connected()
+        up_at = trio.current_time()
+        assert relay.default_platform == "relay"
+        assert relay.stats.missing_descriptors == []  # not yet: the handshake's time runs
+        frame = {"type": "descriptor", "descriptor": default_descriptor("late")}
+        await connector.inject_raw(json.dumps(frame) + "\n")
+        with trio.fail_after(5):
+            while "late" not in relay.descriptors:
+                await trio.sleep(0.001)
+        await trio.sleep(10.0 - (trio.current_time() - up_at) + 0.001)
+        assert relay.stats.missing_descriptors == ["never"]
+        assert relay.state is State.CONNECTED
+        assert set(relay.descriptors) == {"relay", "late"}
+    warnings = [r.getMessage() for r in caplog.records if "no descriptor for" in r.getMessage()]
+    assert len(warnings) == 1 and "never" in warnings[0] and "late" not in warnings[0]

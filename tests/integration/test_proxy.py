@@ -1,0 +1,169 @@
+"""The relay's WebSocket through an HTTP CONNECT proxy on loopback (issue 11): chosen
+from the environment (honouring ``NO_PROXY``) or ``RelayConfig(proxy=...)``."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import pytest
+import trio
+
+import trio_relay
+from trio_relay import RelayConfig
+from trio_relay._core.endpoint import Endpoint
+from trio_relay._trio.proxy import bypassed, proxy_for
+from trio_relay.testing import open_connector
+
+SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@dataclass
+class Proxy:
+    port: int
+    answer: bytes = b"HTTP/1.1 200 Connection established\r\n\r\n"
+    requests: list[bytes] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://user:pa%40ss@127.0.0.1:{self.port}"
+
+
+async def _pipe(source: trio.abc.Stream, sink: trio.abc.Stream) -> None:
+    try:
+        while data := await source.receive_some(65536):
+            await sink.send_all(data)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        await trio.aclose_forcefully(sink)
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[Proxy]:
+    state: list[Proxy] = []
+
+    async def handle(client: trio.SocketStream) -> None:
+        head = b""
+        while b"\r\n\r\n" not in head:
+            data = await client.receive_some(4096)
+            if not data:
+                return
+            head += data
+        me = state[0]
+        me.requests.append(head)
+        if not me.answer.startswith(b"HTTP/1.1 200"):
+            await client.send_all(me.answer)
+            await client.aclose()
+            return
+        target = head.split(b" ")[1].decode()
+        host, _, port = target.rpartition(":")
+        upstream = await trio.open_tcp_stream(host.strip("[]"), int(port))
+        await client.send_all(me.answer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pipe, client, upstream)
+            nursery.start_soon(_pipe, upstream, client)
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, host="127.0.0.1"), handle, 0
+        )
+        state.append(Proxy(listeners[0].socket.getsockname()[1]))
+        yield state[0]
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_environment_proxy_carries_the_websocket(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    async with open_connector() as connector, trio_relay.open_relay(connector.url) as relay:
+        await relay.wait_connected(10)
+        assert (await relay.request(SEND)).success
+    assert len(proxy.requests) == 1
+    head = proxy.requests[0]
+    assert head.startswith(f"CONNECT 127.0.0.1:{connector.port} HTTP/1.1\r\n".encode())
+    assert b"Proxy-Authorization: Basic dXNlcjpwYUBzcw==" in head  # user:pa@ss
+
+
+async def test_no_proxy_and_proxy_false_dial_directly(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALL_PROXY", proxy.url)
+    monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.0/8")
+    async with open_connector() as connector, trio_relay.open_relay(connector.url) as relay:
+        await relay.wait_connected(10)
+    monkeypatch.delenv("NO_PROXY")
+    config = RelayConfig(proxy=False)
+    async with (
+        open_connector() as connector,
+        trio_relay.open_relay(connector.url, config=config) as relay,
+    ):
+        await relay.wait_connected(10)
+    assert proxy.requests == []
+
+
+async def test_an_explicit_proxy_wins_over_the_environment(proxy: Proxy) -> None:
+    config = RelayConfig(proxy=f"http://127.0.0.1:{proxy.port}")
+    async with (
+        open_connector() as connector,
+        trio_relay.open_relay(connector.url, config=config) as relay,
+    ):
+        await relay.wait_connected(10)
+    assert len(proxy.requests) == 1
+    assert b"Proxy-Authorization" not in proxy.requests[0]
+
+
+async def test_a_proxy_refusal_is_a_failed_dial_in_plain_words(proxy: Proxy) -> None:
+    proxy.answer = b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"
+    config = RelayConfig(proxy=f"http://127.0.0.1:{proxy.port}", backoff_initial=60.0,
+                         backoff_max=60.0, backoff_first_delay=60.0)
+    async with (
+        open_connector() as connector,
+        trio_relay.open_relay(connector.url, config=config) as relay,
+    ):
+        with trio.fail_after(10):
+            while relay.stats.dial_failures < 1:
+                await trio.sleep(0.01)
+    cause = relay.stats.last_dial_failure or ""
+    assert "refused CONNECT" in cause and "407" in cause, cause
+    assert connector.handshakes == 0
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "no_proxy", "expected"),
+    [
+        ("api.example.com", 443, "example.com", True),
+        ("api.example.com", 443, ".example.com", True),
+        ("example.com", 443, ".example.com", True),
+        ("badexample.com", 443, "example.com", False),
+        ("example.com", 443, "example.com:8443", False),
+        ("example.com", 8443, "example.com:8443", True),
+        ("10.1.2.3", 443, "10.0.0.0/8", True),
+        ("11.1.2.3", 443, "10.0.0.0/8", False),
+        ("::1", 443, "::1", True),
+        ("anything", 1, "*", True),
+        ("anything", 1, "", False),
+    ],
+)
+def test_no_proxy_matching(host: str, port: int, no_proxy: str, expected: bool) -> None:
+    assert bypassed(host, port, no_proxy) is expected
+
+
+def test_wss_reads_https_proxy_and_ws_reads_http_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://secure-proxy:3128")
+    monkeypatch.setenv("http_proxy", "http://plain-proxy:3128")
+    secure = proxy_for(Endpoint("c.example", 443, True, "/relay"), True)
+    plain = proxy_for(Endpoint("c.example", 80, False, "/relay"), True)
+    assert secure is not None and secure.host == "secure-proxy"
+    assert plain is not None and plain.host == "plain-proxy"
+    assert proxy_for(Endpoint("c.example", 443, True, "/relay"), False) is None

@@ -1,0 +1,41 @@
+"""The client's import graph holds one WebSocket library, behind one module (issue 10,
+issue 11): trio-websocket and wsproto stay with the reference connector."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import trio_relay
+
+PACKAGE = Path(trio_relay.__file__).resolve().parent
+WEBSOCKET_LIBRARIES = ("websockets", "trio_websocket", "wsproto")
+
+
+def test_importing_the_client_loads_neither_trio_websocket_nor_wsproto() -> None:
+    code = (
+        "import json, sys; import trio_relay, trio_relay.http; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", code])))
+    assert "websockets" in loaded
+    assert not loaded & {"trio_websocket", "wsproto"}
+
+
+def test_only_the_websocket_module_imports_a_websocket_library() -> None:
+    importers = set()
+    for path in PACKAGE.rglob("*.py"):
+        if "testing" in path.relative_to(PACKAGE).parts:
+            continue  # the reference connector is a WebSocket server of its own
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            if any(name.split(".")[0] in WEBSOCKET_LIBRARIES for name in names):
+                importers.add(str(path.relative_to(PACKAGE)))
+    assert importers == {"_trio/websocket.py"}

@@ -1,0 +1,84 @@
+"""Where a relay dials, and the seam through which it does.
+
+:class:`Endpoint` is split out of the normalised URL once per relay. A *dialer* turns
+an endpoint into a connected byte stream (TCP, through a proxy if configured, and TLS
+for ``wss``); the WebSocket upgrade then runs over whatever stream it returns. The
+default dialer is :func:`trio_relay._trio.dial.connect`; ``RelayConfig(dialer=...)``
+replaces it, which is how tests and the soak inject faults (``trio_relay.testing``:
+``FaultDialer``, ``MemoryDialer``) instead of patching private modules.
+
+Sans-I/O: the stream is described structurally (:class:`ByteStream`), so this module
+needs no Trio; any ``trio.abc.Stream`` fits.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from .config import RelayConfig
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Host, port, TLS or not, and the resource (path and query) of the relay URL."""
+
+    host: str
+    port: int
+    secure: bool
+    resource: str
+
+    @classmethod
+    def from_url(cls, url: str) -> Endpoint:
+        parts = urlsplit(url)
+        secure = parts.scheme == "wss"
+        host = parts.hostname or ""
+        resource = parts.path + (f"?{parts.query}" if parts.query else "")
+        return cls(host, parts.port or (443 if secure else 80), secure, resource or "/")
+
+    @property
+    def host_header(self) -> str:
+        default_port = 443 if self.secure else 80
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return host if self.port == default_port else f"{host}:{self.port}"
+
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        """Scheme, host and port: the bearer token goes to this origin only."""
+        return ("wss" if self.secure else "ws", self.host.lower(), self.port)
+
+    @property
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+    def __str__(self) -> str:
+        # Used in logs: host and port only, never user info or query strings.
+        return f"{'wss' if self.secure else 'ws'}://{self.host_header}"
+
+
+class ByteStream(Protocol):
+    """What a dialer returns: a connected, reliable byte stream (``trio.abc.Stream``)."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview, /) -> None: ...
+
+    async def receive_some(self, max_bytes: int | None = None, /) -> bytes | bytearray: ...
+
+    async def aclose(self) -> None: ...
+
+
+Dialer = Callable[[Endpoint, "RelayConfig"], Awaitable[ByteStream]]
+"""``async (endpoint, config) -> stream``: open a byte stream to ``endpoint``.
+
+Raise ``OSError`` (refused, unreachable, TLS failures as ``ssl.SSLError``) or any
+``trio`` stream error for a failed dial; the relay classifies it, logs it in plain
+words and redials. The relay bounds the call with ``config.connect_timeout`` and
+closes the stream when the connection ends."""
