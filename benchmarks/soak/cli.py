@@ -37,9 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--hostile-interval",
         type=float,
-        default=0.0,
+        default=0.5,
         help="mean seconds between hostile frames (forged early results, NaN, descriptors "
-        "for unknown platforms); default 0: none",
+        "for unknown platforms; default 0.5); 0 for none",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(

@@ -8,13 +8,9 @@ relay's stats and the resources measured before and after, and appends one
 from __future__ import annotations
 
 import gc
-import importlib
-import importlib.util
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import trio_websocket
 
 from . import ledger
 from .report import Invariant
@@ -27,27 +23,16 @@ _Add = Callable[[str, bool, str], None]
 """Append one verdict: (invariant, held, detail)."""
 
 
-def _per_connection_types() -> tuple[type, ...]:
-    """The relay's classes of which every connection makes one (those that exist in this
-    version: the WebSocket client moved behind ``_trio/websocket.py``)."""
-    from trio_relay._trio.connection import Connection
-    from trio_relay._trio.waiters import Waiter
-
-    kinds: list[type] = [Connection, Waiter]
-    for module, name in (("liveness", "LivenessStream"), ("websocket", "WebSocket")):
-        if importlib.util.find_spec(f"trio_relay._trio.{module}") is not None:
-            found = getattr(importlib.import_module(f"trio_relay._trio.{module}"), name, None)
-            if isinstance(found, type):
-                kinds.append(found)
-    return tuple(kinds)
-
-
 def relay_objects() -> Counter[str]:
     """Live objects of the relay's per-connection types: what a leak would multiply.
 
     The ``Relay`` handle itself is left out on purpose: its caller may keep it (and so
     may a log handler holding a handler failure's traceback, as pytest's does)."""
-    kinds = _per_connection_types()
+    from trio_relay._trio.connection import Connection
+    from trio_relay._trio.waiters import Waiter
+    from trio_relay._trio.websocket import WebSocket
+
+    kinds: tuple[type, ...] = (Connection, Waiter, WebSocket)
     gc.collect()
     found: Counter[str] = Counter()
     for obj in gc.get_objects():
@@ -57,8 +42,6 @@ def relay_objects() -> Counter[str]:
         kind = type(obj)
         if issubclass(kind, kinds):
             found[kind.__name__] += 1
-        elif issubclass(kind, trio_websocket.WebSocketConnection) and obj.is_client:
-            found["client WebSocketConnection"] += 1
     return found
 
 

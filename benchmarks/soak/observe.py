@@ -1,16 +1,14 @@
-"""How the soak watches the relay without touching it: ERROR records counted, and the
-bytes the client hands to its socket read back for the nonces they carry."""
+"""How the soak watches the relay without touching it: ERROR records counted. (What the
+client hands to its socket is read back by ``trio_relay.testing.FaultDialer(tap=...)``,
+the relay's dialer during the soak.)"""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
-import trio_websocket
-
-__all__ = ["ErrorLog", "errors_visible", "tap_client_writes"]
+__all__ = ["ErrorLog", "errors_visible"]
 
 
 class ErrorLog(logging.Handler):
@@ -48,24 +46,3 @@ def errors_visible() -> Iterator[None]:
     finally:
         for logger, level in saved:
             logger.setLevel(level)
-
-
-@contextlib.contextmanager
-def tap_client_writes(on_send: Callable[[str | bytes, bool], None]) -> Iterator[None]:
-    """Call ``on_send(message, False)`` when a *client-side* ``send_message`` is called,
-    and ``on_send(message, True)`` once it returned."""
-    cls = trio_websocket.WebSocketConnection
-    original = cls.send_message
-
-    async def send_message(self: Any, message: str | bytes) -> None:
-        if self.is_client:
-            on_send(message, False)
-        await original(self, message)
-        if self.is_client:
-            on_send(message, True)
-
-    cls.send_message = send_message  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        cls.send_message = original  # type: ignore[method-assign]

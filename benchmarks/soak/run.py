@@ -3,12 +3,10 @@ then repair, drain, close, measure, and check (:func:`run_soak`)."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import importlib
 import logging
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,6 +16,7 @@ import trio_relay
 from trio_relay import DedupeStore, RedisDedupeStore, UpgradeAuth
 from trio_relay._core.frames import Outbound
 from trio_relay.testing import (
+    FaultDialer,
     ReferenceConnector,
     Session,
     live_tasks,
@@ -30,7 +29,7 @@ from . import actors, ledger
 from .faults import Hit, injector
 from .hostile import hostile
 from .invariants import Resources, check, relay_objects
-from .observe import errors_visible, tap_client_writes
+from .observe import errors_visible
 from .report import Invariant, SoakReport
 from .settings import (
     GATEWAY_ID,
@@ -41,7 +40,6 @@ from .settings import (
     soak_config,
 )
 from .state import Soak
-from .wiretap import TapDialer
 
 __all__ = ["run_soak"]
 
@@ -199,7 +197,7 @@ def run_soak(
     progress: Callable[[str], None] | None = None,
     watchdog_grace: float = WATCHDOG_GRACE,
     dedupe: str | None = None,
-    hostile_interval: float = 0.0,
+    hostile_interval: float = 0.5,
 ) -> SoakReport:
     """Run the chaos soak for ``seconds`` of injected faults (plus a few seconds to drain
     and close) and return its report; ``report.ok`` says whether every invariant held.
@@ -231,29 +229,20 @@ def run_soak(
     )
     soak.report.dedupe = _masked(dedupe)
 
-    def sent(message: str | bytes, returned: bool) -> None:
+    def sent(message: bytes, returned: bool) -> None:
         soak.flags.mark_sent(message, ledger.WRITTEN if returned else ledger.ATTEMPTED)
 
     root = logging.getLogger()
     root.addHandler(soak.errors)
     try:
-        with errors_visible(), _tapped(soak, sent):
+        # The relay dials through a tap: every frame the client writes is read back
+        # for the nonces it carries (attempted, then written).
+        soak.dialer = FaultDialer(tap=sent)
+        with errors_visible():
             trio.run(_guarded, soak)
     finally:
         root.removeHandler(soak.errors)
     return soak.report
-
-
-@contextlib.contextmanager
-def _tapped(soak: Soak, sent: Callable[[bytes | str, bool], None]) -> Iterator[None]:
-    """Read the client's writes back: through the dialer seam where the relay has one
-    (``RelayConfig(dialer=...)``), else at trio-websocket's ``send_message``."""
-    if "dialer" in {f.name for f in dataclasses.fields(trio_relay.RelayConfig)}:
-        soak.dialer = TapDialer(sent)
-        yield
-    else:
-        with tap_client_writes(sent):
-            yield
 
 
 def _masked(dedupe: str | None) -> str:

@@ -4,9 +4,9 @@ invariant allows."""
 from __future__ import annotations
 
 import secrets
-from typing import Any
 
 from trio_relay import DedupeStore, RedisDedupeStore, RelayConfig, SqliteDedupeStore
+from trio_relay._core.endpoint import Dialer
 
 __all__ = [
     "BURST_BYTES",
@@ -70,13 +70,12 @@ def dedupe_store(dedupe: str | None) -> DedupeStore | None:
     return SqliteDedupeStore(dedupe)
 
 
-def soak_config(store: DedupeStore | None = None, dialer: Any = None) -> RelayConfig:
+def soak_config(store: DedupeStore | None = None, dialer: Dialer | None = None) -> RelayConfig:
     """The relay's configuration during the soak: the contract's rules, on a timescale
     where faults are found and recovered from in well under a second. ``dialer``: the
-    write tap (see :mod:`.wiretap`)."""
-    extra: dict[str, Any] = {} if dialer is None else {"dialer": dialer}
+    write tap (``FaultDialer(tap=...)``)."""
     return RelayConfig(
-        **extra,
+        dialer=dialer,
         dedupe_store=store,
         ping_interval=0.25,
         ping_timeout=1.0,

@@ -7,9 +7,10 @@ import secrets
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import trio
+
+from trio_relay.testing import FaultDialer
 
 from .ledger import Flags
 from .observe import ErrorLog
@@ -27,15 +28,15 @@ class Soak:
     """Buffered deliveries per second."""
     fault_interval: float = 0.75
     """Mean seconds between faults."""
-    hostile_interval: float = 0.0
+    hostile_interval: float = 0.5
     """Mean seconds between hostile frames (0: none)."""
     timeouts: tuple[float, float] = (0.25, 2.0)
     """Request timeouts are drawn uniformly from this range."""
     dedupe: str | None = None
     """``--dedupe``: None (memory), a Redis URL or a SQLite path (see
     :func:`.settings.dedupe_store`)."""
-    dialer: Any = None
-    """What the relay dials through (the write tap), when it takes a dialer."""
+    dialer: FaultDialer | None = None
+    """What the relay dials through: a pass-through with a tap on the client's writes."""
     progress: Callable[[str], None] | None = None
     watchdog_grace: float = 180.0
     rng: random.Random = field(init=False)
