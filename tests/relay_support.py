@@ -20,11 +20,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
 import trio
 import trio.testing
 
@@ -79,8 +78,8 @@ class Transition:
 class Watch:
     """Mock times of the client's dials and state changes.
 
-    Install with :meth:`installed` (restored when the block exits), then open the relay
-    with :meth:`open_relay`. ``dials`` holds the
+    Open the relay with :meth:`open_relay`; nothing is patched: ``dials`` comes from a
+    dialer wrapping the configured one (``RelayConfig(dialer=...)``), and holds the
     ``trio.current_time()`` of each dial attempt, successful or not; ``transitions``
     each state change, read from ``relay.state_changes()`` (mock time stands still
     while a task is runnable, so each is stamped with the time it happened); ``await
@@ -94,11 +93,6 @@ class Watch:
         self.dials: list[float] = []
         self.transitions: list[Transition] = []
         self._changed = trio.Event()
-
-    @classmethod
-    @contextlib.contextmanager
-    def installed(cls, monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
-        yield cls()
 
     @contextlib.asynccontextmanager
     async def open_relay(self, url: str, **kwargs: Any) -> AsyncIterator[Relay]:

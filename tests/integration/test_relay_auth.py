@@ -12,7 +12,6 @@ under the autojump clock (all times are mock time). The rules:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -37,9 +36,8 @@ AUTH = UpgradeAuth("gw", "secret")
 
 
 @pytest.fixture
-def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
-    with Watch.installed(monkeypatch) as watch:
-        yield watch
+def watch() -> Watch:
+    return Watch()
 
 
 async def assert_revoked_for_good(relay: Relay, connector: ReferenceConnector) -> None:

@@ -8,7 +8,6 @@ clock (every time below is mock time).
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -41,9 +40,8 @@ mock time (the pinger's deadlines) forever."""
 
 
 @pytest.fixture
-def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
-    with Watch.installed(monkeypatch) as watch:
-        yield watch
+def watch() -> Watch:
+    return Watch()
 
 
 async def put_requests_in_flight(

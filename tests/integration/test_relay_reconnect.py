@@ -7,8 +7,6 @@ clock: every time below is mock time, so "immediate" means no mock time elapsed 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 import trio
 import trio.testing
@@ -31,9 +29,8 @@ EXACT = RelayConfig(rng=Ceiling())
 
 
 @pytest.fixture
-def watch(monkeypatch: pytest.MonkeyPatch) -> Iterator[Watch]:
-    with Watch.installed(monkeypatch) as watch:
-        yield watch
+def watch() -> Watch:
+    return Watch()
 
 
 async def _drop(connector: ReferenceConnector, code: int | None, reason: str) -> None:
