@@ -119,6 +119,9 @@ async def test_refused_credentials_say_what_to_check_and_warn_from_the_second(
             f"dial failed: {CREDENTIALS} (4401 unauthorized); next attempt in {delay}"
         )
     assert "not-the-secret" not in caplog.text
+    # One line per refused dial, nothing else at INFO or above about them.
+    ended = [r for r in caplog.records if "connection ended" in r.message]
+    assert all(r.levelno == logging.DEBUG for r in ended)
     text = str(info.value)
     assert "relay not connected within 4 s" in text
     assert "last close 4401 unauthorized" in text

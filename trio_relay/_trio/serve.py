@@ -146,7 +146,10 @@ def _connection_over(endpoint: Endpoint, conn: Connection | None) -> ConnectionE
     assert conn is not None, "only a served connection gets here"
     end = conn.end_info
     assert end is not None, "the connection nursery exits only through Connection.end"
-    logger.info(
+    # A link that never came up is a failed dial: the supervisor logs it (once, with
+    # its next attempt), so this line is only for debugging then.
+    logger.log(
+        logging.INFO if end.up_for is not None else logging.DEBUG,
         "relay %s: connection ended after %.3f s: %s (code %s, reason %r)",
         endpoint,
         trio.current_time() - conn.opened_at,
