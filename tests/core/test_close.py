@@ -1,4 +1,4 @@
-"""classify(): every rule of CONTRACT.md, "Close codes", as a table row."""
+"""classify(): every rule of docs/protocol.md, "Close codes", as a table row."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FrameDecoder, encode_line/encode_frame and pack_lines (CONTRACT.md, "Transport")."""
+"""FrameDecoder, encode_line/encode_frame and pack_lines (docs/protocol.md, "Transport")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Descriptor.from_wire: required fields, coercions and defaults (CONTRACT.md, "Descriptor")."""
+"""Descriptor.from_wire: required fields, coercions and defaults (docs/protocol.md,
+"Descriptor")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MessageEvent, Source, Media and dedupe keys (CONTRACT.md, "Inbound event")."""
+"""MessageEvent, Source, Media and dedupe keys (docs/protocol.md, "Inbound event")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Typed frames (CONTRACT.md, "Frames"): wire round trips and required fields."""
+"""Typed frames (docs/protocol.md, "Frames, gateway to connector" and "Frames, connector
+to gateway"): wire round trips and required fields."""
 
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ CASES: list[tuple[Frame, dict[str, Any]]] = [
         Interrupt("sess", "user asked"),
         {"type": "interrupt", "session_key": "sess", "reason": "user asked"},
     ),
-    # CONTRACT.md: reason is "string or null", so null is written, not omitted.
+    # docs/protocol.md, "Frames, gateway to connector": reason is "string or null", so
+    # null is written, not omitted.
     (Interrupt("sess"), {"type": "interrupt", "session_key": "sess", "reason": None}),
     (GoingIdle(), {"type": "going_idle"}),
     (InboundAck("buf-1"), {"type": "inbound_ack", "bufferId": "buf-1"}),

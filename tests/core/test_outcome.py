@@ -1,4 +1,4 @@
-"""Outcome: CONTRACT.md's table, "Outcome of a request"."""
+"""Outcome: the table of docs/protocol.md, "Outcomes"."""
 
 from __future__ import annotations
 

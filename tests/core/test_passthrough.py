@@ -1,4 +1,4 @@
-"""PassthroughForward.from_wire (CONTRACT.md, ``passthrough_forward``)."""
+"""PassthroughForward.from_wire (docs/protocol.md, "Frames, connector to gateway")."""
 
 from __future__ import annotations
 

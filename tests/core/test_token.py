@@ -1,4 +1,4 @@
-"""Upgrade tokens (CONTRACT.md, "Upgrade authentication"), checked against an
+"""Upgrade tokens (docs/protocol.md, "Upgrade authentication"), checked against an
 independent decoding and HMAC computation."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""normalize_url: the base URL → relay WebSocket URL rules of CONTRACT.md, "Transport"."""
+"""normalize_url: the base URL → relay WebSocket URL rules of docs/protocol.md, "Transport"."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ def items(pending: int) -> st.SearchStrategy[Item]:
         st.sampled_from(MALFORMED).map(lambda raw: Item("raw", raw, rejected=1)),
         st.sampled_from(LENIENT).map(lambda raw: Item("lenient", raw)),
         # Arbitrary text with no '{' is never a JSON object: rejected unless blank
-        # (blank lines are skipped silently, CONTRACT.md's keep-alive newline).
+        # (blank lines are skipped silently, docs/protocol.md, "Transport": a keep-alive newline).
         GARBAGE_TEXT.map(lambda t: Item("raw", t.encode(), rejected=int(bool(t.encode().strip())))),
         # \xff is never valid UTF-8, whatever follows it.
         st.binary(max_size=30).map(

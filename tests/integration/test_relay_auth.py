@@ -1,4 +1,4 @@
-"""Upgrade authentication and every 4401 path of CONTRACT.md ("Close codes").
+"""Upgrade authentication and every 4401 path of docs/protocol.md ("Close codes").
 
 The real client against the reference connector with ``secrets={"gw": "secret"}``,
 under the autojump clock (all times are mock time). The rules:

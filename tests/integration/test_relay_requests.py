@@ -1,8 +1,8 @@
 """The request path of the relay client, against the reference connector on loopback.
 
-CONTRACT.md's outcome table row by row: answered, closing, not connected, write failed,
-written-then-lost (ambiguous), timeout (ambiguous), egress refused; plus batching, caller
-mistakes, cancellation and malformed frames interleaved with good ones.
+The table of docs/protocol.md, "Outcomes", row by row: answered, closing, not connected,
+write failed, written-then-lost (ambiguous), timeout (ambiguous), egress refused; plus
+batching, caller mistakes, cancellation and malformed frames interleaved with good ones.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What to do after a connection ends (CONTRACT.md, "Close codes").
+"""What to do after a connection ends (docs/protocol.md, "Close codes").
 
 Sans-I/O: the decision is a pure function of how the connection ended, so every rule
 of the contract is a table row in the tests.

@@ -1,4 +1,4 @@
-"""Newline-delimited JSON over WebSocket messages (CONTRACT.md, "Transport").
+"""Newline-delimited JSON over WebSocket messages (docs/protocol.md, "Transport").
 
 :class:`FrameDecoder` is fed the payload of each WebSocket message and returns the
 frames it completed. A message may carry several frames or part of one, so the decoder

@@ -1,7 +1,7 @@
 """Everything a relay can be told: identities, upgrade credentials, timings and limits.
 
-Defaults follow CONTRACT.md's reference timings except where this library's design
-deliberately improves on them (each such default says why). Sans-I/O: no Trio.
+Defaults follow the reference timings of docs/protocol.md ("Timings") except where this
+library's design deliberately improves on them (each such default says why). Sans-I/O: no Trio.
 """
 
 from __future__ import annotations

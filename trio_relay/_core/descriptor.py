@@ -1,4 +1,4 @@
-"""The capabilities of one platform, as the connector describes them (CONTRACT.md,
+"""The capabilities of one platform, as the connector describes them (docs/protocol.md,
 "Descriptor").
 
 A connector may be newer or sloppier than we are, so only the fields without which a

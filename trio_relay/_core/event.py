@@ -1,4 +1,4 @@
-"""Inbound chat events with attribute access (CONTRACT.md, "Inbound event").
+"""Inbound chat events with attribute access (docs/protocol.md, "Inbound event").
 
 Decoding is lenient on purpose: an inbound event is a user's message, and dropping it
 because one field has an unexpected type would lose the message. Each field falls back to

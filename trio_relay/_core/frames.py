@@ -1,4 +1,5 @@
-"""The typed frames of wire protocol v1 (CONTRACT.md, "Frames").
+"""The typed frames of wire protocol v1 (docs/protocol.md, "Frames, gateway to connector"
+and "Frames, connector to gateway").
 
 Each frame knows its wire ``type``, how to build itself from a decoded JSON object
 (``from_wire``, raising :class:`FrameError` with a reason when a required field is
@@ -210,7 +211,7 @@ class OutboundResult(Frame):
     def from_wire(cls, obj: Mapping[str, Any]) -> OutboundResult:
         result = obj.get("result")
         if result is None:
-            result = {}  # CONTRACT.md: a missing result reads as {}
+            result = {}  # docs/protocol.md ("Frames, connector to gateway"): missing reads as {}
         elif not isinstance(result, dict):
             raise FrameError("field 'result' must be an object or absent")
         return cls(_require_str(obj, "requestId"), result)

@@ -1,4 +1,4 @@
-"""The outcome of one request (CONTRACT.md, "Outcome of a request").
+"""The outcome of one request (docs/protocol.md, "Outcomes").
 
 Every request ends in exactly one :class:`Outcome`. ``ambiguous`` is true only when our
 frame left for the connector and we do not know what it did with it: the caller must not
@@ -22,7 +22,8 @@ TIMEOUT = "timeout"
 REVOKED = "revoked"
 QUEUE_FULL = "queue_full"
 UNSUPPORTED_OP = "unsupported_op"
-EGRESS_DECLINED = "egress_declined"  # the connector's refusal, named by CONTRACT.md
+# The connector's refusal, named by docs/protocol.md, "Outcomes".
+EGRESS_DECLINED = "egress_declined"
 GATEWAY_CODES = frozenset(
     {
         CLOSING,

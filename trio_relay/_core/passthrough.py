@@ -1,4 +1,5 @@
-"""A raw platform webhook forwarded by the connector (CONTRACT.md, ``passthrough_forward``).
+"""A raw platform webhook forwarded by the connector (``passthrough_forward``, in
+docs/protocol.md, "Frames, connector to gateway").
 
 Slash commands and button presses arrive as the platform's own HTTP request, so the
 handler can verify the platform's signature over the exact bytes. Decoding is lenient:

@@ -12,7 +12,7 @@ _SUFFIX = "/relay"
 
 
 def normalize_url(base_url: str) -> str:
-    """Return the relay WebSocket URL for ``base_url`` (CONTRACT.md, Transport).
+    """Return the relay WebSocket URL for ``base_url`` (docs/protocol.md, "Transport").
 
     ``https`` becomes ``wss`` and ``http`` becomes ``ws``; trailing slashes are
     stripped and ``/relay`` is appended unless the path already ends with it. Applying

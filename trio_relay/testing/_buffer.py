@@ -1,4 +1,5 @@
-"""The reference connector's durable delivery buffer (CONTRACT.md, ``inbound``).
+"""The reference connector's durable delivery buffer (``inbound`` with a ``bufferId``, in
+docs/protocol.md, "Frames, connector to gateway").
 
 Per gateway, the deliveries (``inbound`` and ``passthrough_forward`` frames carrying a
 ``bufferId``) that the gateway has not acknowledged yet, in the order they were

@@ -1,5 +1,5 @@
 """The reference connector: a real WebSocket server speaking the connector side of
-CONTRACT.md, with every fault a gateway must survive one method call away.
+docs/protocol.md, with every fault a gateway must survive one method call away.
 
 It serves tests (the library's and its users'), the benchmarks and the
 ``trio-relay connector`` command, so it is built like a real server, not a mock: real
