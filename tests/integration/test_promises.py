@@ -12,7 +12,7 @@ import trio.testing
 
 import trio_relay
 from trio_relay import Identity, RelayConfig, State
-from trio_relay.testing import FaultDialer, default_descriptor, open_connector
+from trio_relay.testing import FaultDialer, default_descriptor, live_tasks, open_connector
 
 SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
 
@@ -119,3 +119,22 @@ async def test_connected_on_the_first_descriptor_later_ones_added_as_they_come(
         assert set(relay.descriptors) == {"relay", "late"}
     warnings = [r.getMessage() for r in caplog.records if "no descriptor for" in r.getMessage()]
     assert len(warnings) == 1 and "never" in warnings[0] and "late" not in warnings[0]
+
+
+async def test_an_idle_connection_runs_two_tasks_and_the_writer_only_for_a_burst() -> None:
+    def connection_tasks() -> list[str]:
+        names = [t.name.rsplit(".", 1)[-1] for t in live_tasks()]
+        return sorted(n for n in names if n in ("_reader", "_timer", "_writer", "_counted"))
+
+    async with open_connector() as connector, trio_relay.open_relay(connector.url) as relay:
+        await relay.wait_connected(5)
+        await trio.testing.wait_all_tasks_blocked()
+        assert relay.stats.connection_tasks == 2
+        async with trio.open_nursery() as nursery:
+            for _ in range(50):
+                nursery.start_soon(relay.request, SEND)
+            await trio.testing.wait_all_tasks_blocked()
+            assert relay.stats.connection_tasks in (2, 3)
+        await trio.testing.wait_all_tasks_blocked()
+        assert relay.stats.connection_tasks == 2  # the writer is gone again
+        assert len(connection_tasks()) == 2

@@ -32,6 +32,9 @@ class RelayStats:
     frames_rejected: int = 0
     messages_sent: int = 0
     frames_sent: int = 0
+    connection_tasks: int = 0
+    """Tasks the current connection runs now: 2 when idle (reader and timer), 3 while
+    the writer takes a burst."""
     missing_descriptors: list[str] = field(default_factory=list)
     """Hello'd platforms still without a descriptor ``handshake_timeout`` after the
     current connection opened (requests for them get the legacy ops only)."""

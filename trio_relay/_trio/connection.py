@@ -22,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
@@ -107,8 +108,15 @@ class Connection:
     # --- life cycle ------------------------------------------------------------------
 
     def start(self) -> None:
-        self._nursery.start_soon(self._reader)
-        self._nursery.start_soon(self._timer)
+        self._nursery.start_soon(self._counted, self._reader)
+        self._nursery.start_soon(self._counted, self._timer)
+
+    async def _counted(self, task: Callable[[], Awaitable[None]]) -> None:
+        self._stats.connection_tasks += 1
+        try:
+            await task()
+        finally:
+            self._stats.connection_tasks -= 1
 
     def end(
         self, cause: str, code: int | None = None, reason: str | None = None, *, by_us: bool = False
@@ -194,6 +202,7 @@ class Connection:
             and ws.can_send
             and not self._writer_running
             and not _current_statistics().tasks_runnable
+            and trio.current_effective_deadline() > -math.inf  # not cancelled already
         )
         if not direct and not self.outbox.put(waiter):
             return _outcome.queue_full(self._config.max_queued_frames)
@@ -213,24 +222,24 @@ class Connection:
 
     async def _write_directly(self, waiter: Waiter) -> None:
         # Alone on an idle socket: no burst to batch with, so writing here saves the
-        # writer's wake-up. Shielded, because a write cut off midway would leave half a
-        # frame on the wire; bounded by the connection's end (and the silence deadline
-        # for a socket that stops taking bytes).
+        # writer's wake-up. No cancel scope (one costs more than the rest of a request):
+        # the caller checked it is not cancelled, so the write cannot be interrupted
+        # before its first byte, and on an idle socket it almost always completes at
+        # once. If the socket makes it wait and it is cancelled there, part of a frame
+        # may be on the wire: nothing else can follow it, so the connection ends. A
+        # write that waits too long is the timer's to end (see _timer).
         waiter.mark_sending()
         self.ws.send_text(waiter.line)
         self._count_sent(1)
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + self._config.ping_timeout
-            self._on_end_cancel.add(scope)
-            try:
-                await self.ws.flush()
-            except WriteFailed as exc:
-                self._write_failed(exc)
-            finally:
-                self._on_end_cancel.discard(scope)
+        try:
+            await self.ws.flush()
+        except WriteFailed as exc:
+            self._write_failed(exc)
+        except BaseException:
+            if self.is_open:
+                self.end("write interrupted: a request was cancelled in the middle of it")
+            raise
         waiter.mark_written()
-        if scope.cancelled_caught and self.is_open:
-            self.end("write stalled: the socket took no bytes")
 
     def _expired(self, waiter: Waiter) -> None:
         self.waiters.pop(waiter.request_id, None)
@@ -361,7 +370,7 @@ class Connection:
     def _start_writer(self) -> None:
         if not self._writer_running and self.is_open:
             self._writer_running = True
-            self._nursery.start_soon(self._writer)
+            self._nursery.start_soon(self._counted, self._writer)
 
     async def _writer(self) -> None:
         """Write what is queued, in as few messages and writes as the limits allow;
@@ -458,6 +467,9 @@ class Connection:
             silent_for = now - ws.last_received
             if silent_for >= timeout:
                 self.end(f"keepalive timeout: nothing received for {silent_for:.1f} s")
+                return
+            if ws.writing and now - ws.write_started_at >= timeout:
+                self.end(f"write stalled: the socket took no bytes for {timeout:g} s")
                 return
             if (
                 self._write_failed_at is not None

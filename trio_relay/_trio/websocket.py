@@ -130,6 +130,7 @@ class WebSocket:
         "last_received",
         "on_pending",
         "stream",
+        "write_started_at",
     )
 
     def __init__(self, stream: ByteStream, protocol: ClientProtocol, backlog: list[Any]) -> None:
@@ -140,6 +141,8 @@ class WebSocket:
         self._pending: list[bytes] = []
         self._writing = False
         self._write_done: trio.Event | None = None
+        self.write_started_at = 0.0
+        """When the :meth:`flush` under way began (meaningful while :attr:`writing`)."""
         self._pongs: dict[bytes, Callable[[], None]] = {}
         self.end: SocketEnd | None = None
         self.broken = False
@@ -279,6 +282,7 @@ class WebSocket:
         if self._writing or self.broken:
             return
         self._writing = True
+        self.write_started_at = trio.current_time()
         try:
             while self._pending:
                 chunks, self._pending = self._pending, []
