@@ -212,3 +212,12 @@ def test_first_piece_always_progresses_and_fits(text: str, limit: int, unit: str
         rest = after
     else:
         pytest.fail("first_piece made no progress")
+
+
+@pytest.mark.parametrize("lines", [2, 3])
+def test_a_fence_that_fits_after_leading_whitespace_is_not_cut(lines: int) -> None:
+    # Found by Hypothesis: a text opening with a newline offered no boundary before the
+    # block (a cut needs text before it), so a block that fitted was closed and reopened.
+    block = "```\n" + "\n".join(["11111111"] * lines) + "\n```"
+    pieces = split_text(f"\n{block}\ntail", len(block))
+    assert pieces == [block, "tail"]

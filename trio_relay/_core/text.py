@@ -74,6 +74,12 @@ def first_piece(text: str, limit: int, len_unit: str = "chars") -> tuple[str, st
     window_end = _window_end(text, 0, limit, len_unit)
     if window_end == len(text):
         return text, ""
+    lead = _skip_space(text, 0)
+    if lead:
+        # Whitespace at a cut is dropped, and so is whitespace before the first piece:
+        # a boundary must have text before it, so a text that opens with a newline and
+        # then a code block that fits would otherwise offer no cut outside the block.
+        return first_piece(text[lead:], limit, len_unit)
     fences = _fences(text)
     cut, resume = _choose_cut(text, 0, window_end, fences)
     fence = _fence_at(fences, cut)
