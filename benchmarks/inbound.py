@@ -102,7 +102,7 @@ def _store_latency(make: StoreMaker, n: int) -> float:
                 session.commit(key)
             return (time.perf_counter() - start) / n
 
-    return trio.run(main)
+    return trio.run(main, restrict_keyboard_interrupt_to_checkpoints=True)
 
 
 
