@@ -57,6 +57,12 @@ class RedisServer:
             return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={ca}"
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
+    def cli(self) -> list[str]:
+        """The ``redis-cli`` command line that talks to this server (plain, no TLS)."""
+        assert not self.tls, "cli() speaks plain TCP"
+        auth = [] if self.password is None else ["-a", self.password, "--no-auth-warning"]
+        return [shutil.which("redis-cli") or "redis-cli", "-p", str(self.port), *auth]
+
     def start(self) -> None:
         assert REDIS_SERVER is not None and self.process is None
         d = self.directory
