@@ -19,7 +19,6 @@ of the peer, counted as rejected and ignored.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
 import math
@@ -47,7 +46,9 @@ from .._core.frames import (
 )
 from .._core.outcome import Outcome
 from .._core.stats import RelayStats
-from .outbox import Line, Outbox, Outgoing
+from .connection_send import SendSide
+from .connection_timer import Timer
+from .outbox import Line, Outbox
 from .waiters import Expiry, Waiter
 from .websocket import WebSocket, WebSocketEnded, WriteFailed
 
@@ -57,11 +58,7 @@ InboundSink = Callable[[InboundFrame | PassthroughFrame | InterruptInbound], Non
 
 _current_statistics = trio.lowlevel.current_statistics
 
-FLUSH_BYTES = 1 << 16
-"""The writer writes once this much is framed, instead of framing a whole burst first."""
-
-
-class Connection:
+class Connection(SendSide, Timer):
     def __init__(
         self,
         *,
@@ -366,154 +363,3 @@ class Connection:
         self.first_descriptor.set()
         if len(self.descriptors) == len(self._platforms):
             self.all_descriptors.set()
-
-    def _start_writer(self) -> None:
-        if not self._writer_running and self.is_open:
-            self._writer_running = True
-            self._nursery.start_soon(self._counted, self._writer)
-
-    async def _writer(self) -> None:
-        """Write what is queued, in as few messages and writes as the limits allow;
-        end when nothing is left (the next frame that cannot go directly restarts it)."""
-        outbox, ws = self.outbox, self.ws
-        try:
-            while True:
-                # Another task's write (a request's direct write, the reader's answer
-                # to a close) goes first. Frames stay in the outbox meanwhile, so a
-                # stalled socket fills the outbox (max_queued_frames), not our memory,
-                # and a frame whose sender gives up meanwhile never leaves.
-                await ws.wait_write_done()
-                # If other tasks are ready to run, one scheduler pass lets them add
-                # their frames first, so a burst leaves in one write instead of many.
-                if _current_statistics().tasks_runnable:
-                    await trio.lowlevel.checkpoint()
-                batch = outbox.take_unsent()
-                sent: list[Outgoing] = []
-                framed = 0
-                for group in outbox.messages(batch):
-                    if not ws.can_send:
-                        break  # nothing of it can leave: leave it unmarked
-                    for item in group:
-                        item.mark_sending()
-                    lines = [item.line for item in group]
-                    payload = lines[0] if len(lines) == 1 else b"".join(lines)  # type: ignore[arg-type]
-                    ws.send_text(payload)  # type: ignore[arg-type]
-                    self._count_sent(len(group))
-                    sent += group
-                    framed += len(payload)
-                    if framed >= FLUSH_BYTES:
-                        # Write as we go: what is not framed yet has certainly not
-                        # left (definite if the link dies now), and the senders of
-                        # what is still queued may yet give up.
-                        if not await self._flush(sent):
-                            return
-                        sent, framed = [], 0
-                if ws.writing or ws.broken or not ws.has_pending:
-                    # Nothing to write, or another task is writing (the reader's answer
-                    # to a close): it writes what we framed.
-                    for item in sent:
-                        item.mark_written()
-                    if not outbox.has_queued:
-                        return
-                    continue
-                if not await self._flush(sent):
-                    return
-        finally:
-            self._writer_running = False
-
-    async def _flush(self, sent: list[Outgoing]) -> bool:
-        try:
-            await self.ws.flush()
-        except WriteFailed as exc:
-            self._write_failed(exc)
-            return False
-        for item in sent:
-            item.mark_written()
-        return True
-
-    async def _flush_quietly(self) -> None:
-        with contextlib.suppress(WriteFailed):
-            await self.ws.flush()
-
-    def _write_failed(self, exc: WriteFailed) -> None:
-        # The reader usually sees the same failure once it has handed over everything
-        # received before it (answers among them) and ends the connection then; the
-        # timer ends it ``close_timeout`` later if it does not.
-        logger.info("relay write failed: %s", exc)
-        if self._write_failed_at is None:
-            self._write_failed_at = trio.current_time()
-            self._expiry.wake_by(self._write_failed_at + self._config.close_timeout)
-
-    def _count_sent(self, frames: int) -> None:
-        self._stats.messages_sent += 1
-        self._stats.frames_sent += frames
-
-    async def _timer(self) -> None:
-        """Pings every ``ping_interval``; ends the connection when nothing at all was
-        received for ``ping_timeout`` (any byte is proof of life, so a busy peer is
-        never dropped for a late pong); expires requests at their deadlines."""
-        interval = self._config.ping_interval
-        timeout = self._config.ping_timeout
-        ws = self.ws
-        next_ping = trio.current_time() + interval
-        while True:
-            silent_until = ws.last_received + timeout
-            wake = min(next_ping, silent_until)
-            if self._write_failed_at is not None:
-                wake = min(wake, self._write_failed_at + self._config.close_timeout)
-            await self._expiry.sleep_until(wake)
-            now = trio.current_time()
-            self._expiry.expire_due()
-            silent_for = now - ws.last_received
-            if silent_for >= timeout:
-                self.end(f"keepalive timeout: nothing received for {silent_for:.1f} s")
-                return
-            if ws.writing and now - ws.write_started_at >= timeout:
-                self.end(f"write stalled: the socket took no bytes for {timeout:g} s")
-                return
-            if (
-                self._write_failed_at is not None
-                and now >= self._write_failed_at + self._config.close_timeout
-            ):
-                self.end("write failed: the socket refused our bytes")
-                return
-            if now >= next_ping:
-                next_ping = now + interval
-                self._ping(None)
-
-    def _ping(self, on_pong: Callable[[], None] | None) -> bytes | None:
-        # Unanswered pings are bounded: a peer that never pongs but keeps sending is
-        # alive, and must not make us hold one entry per ping_interval.
-        payload = next(self._ping_ids).to_bytes(4, "big")
-        sent_at = trio.current_time()
-        stats = self._stats
-
-        def pong() -> None:
-            stats.ping_rtt = trio.current_time() - sent_at
-            if on_pong is not None:
-                on_pong()
-
-        if not self.ws.send_ping(payload, pong):
-            return None
-        self._start_writer()
-        return payload
-
-    async def ping(self) -> float | None:
-        """One ping; the RTT in seconds (also kept in stats), or None if the connection
-        closed first. The caller bounds the wait."""
-        if not self.is_open:
-            return None
-        answered = trio.Event()
-        payload = self._ping(answered.set)
-        if payload is None:
-            return None
-        with trio.CancelScope() as scope:
-            self._on_end_cancel.add(scope)
-            try:
-                await answered.wait()
-            finally:
-                self._on_end_cancel.discard(scope)
-                self.ws.forget_ping(payload)
-        if scope.cancelled_caught:
-            return None
-        return self._stats.ping_rtt
