@@ -20,7 +20,9 @@ def _str(obj: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _id(value: object) -> str | None:
+def wire_id(value: object) -> str | None:
+    """An id from the wire: ids are opaque strings, and a numeric id is the same id
+    (``True`` or ``1.5`` are not ids)."""
     if isinstance(value, str):
         return value
     if isinstance(value, int) and not isinstance(value, bool):
@@ -71,7 +73,7 @@ class ContextMessage:
         return cls(
             text=obj["text"],
             user_name=_str(source, "user_name"),
-            user_id=_id(source.get("user_id")),
+            user_id=wire_id(source.get("user_id")),
         )
 
 
@@ -94,12 +96,12 @@ class PromptResponse:
     def from_wire(cls, obj: object) -> PromptResponse | None:
         if not isinstance(obj, dict):
             return None
-        prompt_id, option_id = _id(obj.get("prompt_id")), _id(obj.get("option_id"))
+        prompt_id, option_id = wire_id(obj.get("prompt_id")), wire_id(obj.get("option_id"))
         if not prompt_id or option_id is None:
             return None
         return cls(
             prompt_id=prompt_id,
             option_id=option_id,
             label=_str(obj, "label"),
-            prompt_message_id=_id(obj.get("prompt_message_id")),
+            prompt_message_id=wire_id(obj.get("prompt_message_id")),
         )

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .enrichments import ContextMessage, PromptResponse, ReplyTo, context_from_wire
+from .enrichments import ContextMessage, PromptResponse, ReplyTo, context_from_wire, wire_id
 from .frames import FrameError
 
 __all__ = [
@@ -45,15 +45,6 @@ def normalize_platform(platform: object) -> str:
         return ""
     text = platform if isinstance(platform, str) else str(platform)
     return text.strip().lower()
-
-
-def _id(value: object) -> str | None:
-    # Ids are opaque strings; a numeric id is the same id. True/1.5 are not ids.
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return None
 
 
 def _str(obj: dict[str, Any], key: str) -> str | None:
@@ -157,17 +148,17 @@ class Source(_RawFields):
             raise FrameError(f"event source must be an object, got {type(obj).__name__}")
         platform = obj.get("platform")
         chat_type = obj.get("chat_type")
-        scope_id = _id(obj.get("scope_id"))
+        scope_id = wire_id(obj.get("scope_id"))
         return cls(
             platform=platform if isinstance(platform, str) else "",
-            chat_id=_id(obj.get("chat_id")),
+            chat_id=wire_id(obj.get("chat_id")),
             chat_type=_choice(chat_type, CHAT_TYPES, "dm"),
             chat_name=_str(obj, "chat_name"),
-            user_id=_id(obj.get("user_id")),
+            user_id=wire_id(obj.get("user_id")),
             user_name=_first_str(obj, "user_name", "user_display_name", "user_handle"),
-            thread_id=_id(obj.get("thread_id")),
+            thread_id=wire_id(obj.get("thread_id")),
             # guild_id is the name older connectors used (Discord's word for it).
-            scope_id=scope_id if scope_id is not None else _id(obj.get("guild_id")),
+            scope_id=scope_id if scope_id is not None else wire_id(obj.get("guild_id")),
             profile=_str(obj, "profile"),
             raw=dict(obj),
         )
@@ -214,8 +205,8 @@ class MessageEvent(_RawFields):
         return cls(
             text=text if isinstance(text, str) else "",
             message_type=_choice(message_type, MESSAGE_TYPES, "text"),
-            message_id=_id(obj.get("message_id")),
-            reply_to_message_id=_id(obj.get("reply_to_message_id")),
+            message_id=wire_id(obj.get("message_id")),
+            reply_to_message_id=wire_id(obj.get("reply_to_message_id")),
             media_urls=(
                 tuple(u for u in media_urls if isinstance(u, str))
                 if isinstance(media_urls, list)
