@@ -46,7 +46,6 @@ from .._core.frames import (
 )
 from .._core.outcome import Outcome
 from .._core.stats import RelayStats
-from .connection_send import SendSide
 from .connection_timer import Timer
 from .outbox import Line, Outbox
 from .waiters import Expiry, Waiter
@@ -58,7 +57,7 @@ InboundSink = Callable[[InboundFrame | PassthroughFrame | InterruptInbound], Non
 
 _current_statistics = trio.lowlevel.current_statistics
 
-class Connection(SendSide, Timer):
+class Connection(Timer):
     def __init__(
         self,
         *,

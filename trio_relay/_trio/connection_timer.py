@@ -1,47 +1,23 @@
-"""The timer task of a :class:`~trio_relay._trio.connection.Connection`: pings, the
-silence deadline, stalled or failed writes, and request deadlines, in one task (one
-fewer per idle connection than a pinger beside a deadline timer)."""
+"""The timer task of a :class:`~trio_relay._trio.connection.Connection` (built over its
+send side, ``connection_send.py``): pings, the silence deadline, stalled or failed
+writes, and request deadlines, in one task (one fewer per idle connection than a pinger
+beside a deadline timer)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import trio
 
-from .._core.config import RelayConfig
-from .._core.stats import RelayStats
-from .waiters import Expiry
-from .websocket import WebSocket
+from .connection_send import SendSide
 
 
-class Timer:
-    ws: WebSocket
-    _config: RelayConfig
-    _stats: RelayStats
-    _expiry: Expiry
-    _write_failed_at: float | None
+class Timer(SendSide):
+    """The timer task; it starts the writer (a ping to send) through the send side."""
+
     _ping_ids: itertools.count[int]
     _on_end_cancel: set[trio.CancelScope]
-
-    if TYPE_CHECKING:  # defined by Connection
-
-        @property
-        def is_open(self) -> bool: ...
-
-        def end(
-            self,
-            cause: str,
-            code: int | None = None,
-            reason: str | None = None,
-            *,
-            by_us: bool = False,
-        ) -> None: ...
-
-        async def _counted(self, task: Callable[[], Awaitable[None]]) -> None: ...
-
-        def _start_writer(self) -> None: ...
 
     async def _timer(self) -> None:
         """Pings every ``ping_interval``; ends the connection when nothing at all was
