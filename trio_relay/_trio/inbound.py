@@ -6,7 +6,8 @@ it decodes, dedupes and enqueues, and returns. Handlers run in the pipeline's ow
 nursery, so a handler that awaits a reply cannot deadlock the relay: the reply arrives
 through the reader, which never waits on a handler. The pure rules live in ``_core/``
 (``delivery``, ``backlog``, ``dedupe``, ``dedupe_store``, ``handlers``); one run of the
-user's code is ``handler_call.py``. The rules, and why:
+user's code is ``handler_call.py``; the bookkeeping of keys and acks is
+``inbound_keys.py``. The rules, and why:
 
 - **Ordering.** Messages of one chat (``platform:chat_id``) form a lane, handled one
   at a time in arrival order; lanes run in parallel, at most
@@ -52,8 +53,8 @@ import trio
 
 from .._core.backlog import LIVE_OVERFLOW_FACTOR
 from .._core.config import RelayConfig
-from .._core.dedupe import Claim, DedupeSet, dedupe_window
-from .._core.dedupe_store import DedupeSession, MemoryDedupeStore
+from .._core.dedupe import DedupeSet, dedupe_window
+from .._core.dedupe_store import MemoryDedupeStore
 from .._core.delivery import DeadLetter, Delivery, GiveUp, after_failure, decode_delivery
 from .._core.event import MessageEvent
 from .._core.frames import InboundFrame, InterruptInbound, PassthroughFrame
@@ -68,6 +69,7 @@ from .._core.stats import RelayStats
 from .dead_letters import hand_off
 from .dedupe_sqlite import SqliteDedupeStore
 from .handler_call import HandlerCall
+from .inbound_keys import DeliveryKeys
 from .interrupts import InterruptRunner
 from .queue_gate import QueueGate
 
@@ -109,13 +111,13 @@ class InboundPipeline:
         self._stats = stats
         self._call_handler = HandlerCall(on_message, on_passthrough)
         self._on_dead_letter = on_dead_letter
-        self._send_ack = send_ack
         self._namespace = namespace
         window = dedupe_window(
             config.dedupe_size, config.max_inbound_queue, config.max_concurrent_handlers
         )
         self._window = window
-        self._dedupe = DedupeSet(window)
+        self._dedupe = DedupeSet(window)  # kept here too: what tests inspect
+        self._keys = DeliveryKeys(self._dedupe, stats, send_ack)
         self._slots = trio.Semaphore(config.max_concurrent_handlers)
         self._interrupts = InterruptRunner(on_interrupt, stats, config)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
@@ -128,7 +130,6 @@ class InboundPipeline:
         # wait for it, or a replay of a handled message would look new.
         self._early: list[InboundItem] | None = []
         self._nursery: trio.Nursery | None = None
-        self._store: DedupeSession | None = None
         self._intercepts: list[Intercept] = []
 
     def add_intercept(self, check: Intercept) -> None:
@@ -175,23 +176,14 @@ class InboundPipeline:
                 "inbound: cannot decode %s (bufferId=%s): %s",
                 delivery.kind, delivery.buffer_id, delivery.decode_error,
             )
-        if delivery.key is not None:
-            claim = self._dedupe.claim(delivery.key)
-            if claim is not Claim.NEW:
-                self._stats.replays_dropped += 1
-                if claim is Claim.DONE:
-                    logger.debug("inbound: dropped replay of handled %s", delivery.label)
-                    self._ack(delivery.buffer_id, delivery.key)
-                else:  # in progress: the copy in flight will ack
-                    logger.debug("inbound: dropped copy of in-flight %s", delivery.label)
-                return
+        if not self._keys.claim(delivery):
+            return
         if isinstance(delivery.payload, MessageEvent) and self._intercepted(delivery.payload):
             self._stats.delivered += 1
-            self._finish(delivery)
+            self._keys.finish(delivery)
             return
         if not self._queue.has_room(delivery.buffer_id is not None, delivery.label):
-            if delivery.key is not None:
-                self._dedupe.release(delivery.key)
+            self._keys.unclaim(delivery)
             return
         assert self._nursery is not None
         self._queue.change(+1)
@@ -212,25 +204,6 @@ class InboundPipeline:
                 logger.exception("inbound: an intercept raised; the message goes on")
         return False
 
-    def _ack(self, buffer_id: str | None, key: str | None) -> None:
-        """Queue the ack; ``key`` (committed, pinned) is unpinned once it is written."""
-        if buffer_id is None:
-            return
-        dedupe = self._dedupe
-
-        def written() -> None:
-            if key is not None:
-                dedupe.unpin(key)
-
-        try:
-            sent = self._send_ack(buffer_id, written)
-        except Exception:
-            logger.exception("inbound: send_ack raised for bufferId=%s", buffer_id)
-            return
-        if not sent:
-            # Not lost: the connector replays it, and dedupe drops and acks it then.
-            logger.debug("inbound: no connection to ack bufferId=%s", buffer_id)
-
     # --- the pipeline's tasks ---------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -248,10 +221,9 @@ class InboundPipeline:
                 else SqliteDedupeStore(config.dedupe_path)
             )
         async with AsyncExitStack() as stack:
-            self._store = await stack.enter_async_context(
+            await self._keys.attach(await stack.enter_async_context(
                 store.open(namespace=self._namespace, capacity=self._window, stats=self._stats)
-            )
-            self._dedupe.load(await self._store.load_recent())
+            ))
             self._nursery = await stack.enter_async_context(trio.open_nursery())
             self._interrupts.start(self._nursery)
             early, self._early = self._early or [], None
@@ -275,7 +247,7 @@ class InboundPipeline:
     def _abandon(self, delivery: Delivery, why: str, *, waiting: bool = True) -> None:
         if waiting:
             self._queue.change(-1)
-        self._release(delivery)
+        self._keys.release(delivery)
         if delivery.buffer_id is None:
             self._stats.inbound_dropped += 1
             logger.error("inbound: LOST live %s: %s", delivery.label, why)
@@ -299,10 +271,10 @@ class InboundPipeline:
                     try:
                         await self._draining.wait()
                     except BaseException:  # cancelled: not handled, never acked
-                        self._release(delivery)
+                        self._keys.release(delivery)
                         raise
                 if self._draining.is_set():
-                    self._release(delivery)
+                    self._keys.release(delivery)
                     logger.warning("inbound: retry of %s abandoned: relay closing; not "
                                    "acked", delivery.label)
                     break
@@ -316,7 +288,7 @@ class InboundPipeline:
         if delivery.payload is None:
             await self._dead_letter(delivery, "unparseable", 0, delivery.decode_error or "")
             return None
-        if first and not await self._store_allows(delivery):
+        if first and not await self._keys.store_allows(delivery):
             return None
         if self._draining.is_set():  # closing began while the store answered
             self._abandon(delivery, "the relay is closing", waiting=False)
@@ -332,36 +304,15 @@ class InboundPipeline:
         except Exception as exc:
             return await self._failed(delivery, exc)
         except BaseException:
-            self._release(delivery)  # KeyboardInterrupt and such: never swallowed
+            self._keys.release(delivery)  # KeyboardInterrupt and such: never swallowed
             raise
         finally:
             self._running -= 1
             if self._running == 0:
                 self._idle.set()
         self._stats.delivered += 1
-        self._finish(delivery)
+        self._keys.finish(delivery)
         return None
-
-    async def _store_allows(self, delivery: Delivery) -> bool:
-        if delivery.key is None:
-            return True
-        assert self._store is not None
-        try:
-            claim = await self._store.claim(delivery.key)
-        except Exception:  # a store must fail open itself; a bug in one must not stop us
-            self._stats.dedupe_store_fail_open += 1
-            logger.exception("inbound: dedupe store failed to claim %s; running it", delivery.label)
-            return True
-        if claim is Claim.NEW:
-            return True
-        self._stats.replays_dropped += 1
-        if claim is Claim.DONE:  # handled elsewhere (another replica, an earlier run)
-            logger.debug("inbound: %s handled elsewhere; dropped and acked", delivery.label)
-            self._finish(delivery, commit_store=False)
-        else:  # another replica holds it: it acks
-            logger.debug("inbound: %s is being handled elsewhere; dropped", delivery.label)
-            self._dedupe.release(delivery.key)
-        return False
 
     async def _cancelled_by_us(self, delivery: Delivery) -> bool:
         # A Cancelled of the pipeline's own scope means the relay is closing: the
@@ -370,25 +321,11 @@ class InboundPipeline:
         try:
             await trio.lowlevel.checkpoint_if_cancelled()
         except trio.Cancelled:
-            self._release(delivery)
+            self._keys.release(delivery)
             logger.warning("inbound: handler of %s cancelled: the relay is closing; not "
                            "acked, the connector will redeliver it", _ids(delivery))
             return True
         return False
-
-    def _release(self, delivery: Delivery) -> None:
-        if delivery.key is not None:
-            self._dedupe.release(delivery.key)
-            if self._store is not None:
-                self._store.release(delivery.key)
-
-    def _finish(self, delivery: Delivery, *, commit_store: bool = True) -> None:
-        """Commit (pinned until the ack is written), then ack."""
-        if delivery.key is not None:
-            self._dedupe.commit(delivery.key, pinned=delivery.buffer_id is not None)
-            if commit_store and self._store is not None:
-                self._store.commit(delivery.key)
-        self._ack(delivery.buffer_id, delivery.key)
 
     async def _failed(
         self, delivery: Delivery, exc: BaseException, *, foreign_cancel: bool = False
@@ -415,7 +352,7 @@ class InboundPipeline:
         error: str,
     ) -> None:
         await hand_off(delivery, reason, attempts, error, self._on_dead_letter, self._stats)
-        self._finish(delivery)  # handed off (or logged): replays are dropped and acked
+        self._keys.finish(delivery)  # handed off (or logged): replays are dropped and acked
 
 
 def _ids(delivery: Delivery) -> str:
