@@ -51,6 +51,25 @@ class RewindableStream(Protocol):
     def unread(self, data: bytes) -> None: ...
 
 
+async def _next_event(
+    connection: h11.Connection, stream: RewindableStream, consumed: bytearray | None = None
+) -> Any:
+    """The next h11 event, reading from ``stream`` while h11 needs data (each read also
+    appended to ``consumed`` when given); ``None`` when the bytes are not HTTP h11 can
+    parse. At end of stream h11 answers ``ConnectionClosed`` (or, mid-request, ``None``)."""
+    while True:
+        try:
+            event = connection.next_event()
+        except h11.RemoteProtocolError:
+            return None
+        if event is not h11.NEED_DATA:
+            return event
+        data = await stream.receive_some(_RECEIVE)
+        if consumed is not None:
+            consumed += data
+        connection.receive_data(bytes(data))
+
+
 @dataclass
 class StoredMedia:
     data: bytes
@@ -144,19 +163,9 @@ class HttpRoutes:
         consumed = bytearray()
         first = True
         while True:
-            try:
-                event = connection.next_event()
-            except h11.RemoteProtocolError:
-                event = None  # not HTTP we can parse: the WebSocket server's to judge
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(_RECEIVE)
-                if first:
-                    consumed += data
-                connection.receive_data(bytes(data))
-                if not data and first:
-                    stream.unread(bytes(consumed))
-                    return False
-                continue
+            # Until the first request proves to be ours, every byte read is kept, to hand
+            # back untouched. Not HTTP we can parse (None) is the WebSocket server's to judge.
+            event = await _next_event(connection, stream, consumed if first else None)
             if isinstance(event, h11.Request):
                 target = event.target.decode("latin-1")
                 upgrade = any(name == b"upgrade" for name, _ in event.headers)
@@ -214,13 +223,8 @@ class HttpRoutes:
         body = bytearray()
         too_large = False
         while True:
-            try:
-                event = connection.next_event()
-            except h11.RemoteProtocolError:
-                return bytes(body), too_large
-            if event is h11.NEED_DATA:
-                connection.receive_data(bytes(await stream.receive_some(_RECEIVE)))
-            elif isinstance(event, h11.Data):
+            event = await _next_event(connection, stream)
+            if isinstance(event, h11.Data):
                 if not too_large:
                     body += event.data
                     if len(body) > self.max_media_bytes:
