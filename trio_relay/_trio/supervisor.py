@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import trio
 
@@ -38,52 +39,43 @@ def token_minter(
     return mint
 
 
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
 class Supervisor:
-    def __init__(
-        self,
-        *,
-        lifecycle: Lifecycle,
-        publish: Callable[[Change | None], None],
-        endpoint: Endpoint,
-        config: RelayConfig,
-        stats: RelayStats,
-        identities: Sequence[Identity],
-        mint: Callable[[], str | None],
-        hooks: ConnectionHooks,
-    ) -> None:
-        self._lifecycle = lifecycle
-        self._publish = publish
-        self._endpoint = endpoint
-        self._config = config
-        self._stats = stats
-        self._identities = identities
-        self._mint = mint
-        self._hooks = hooks
+    """What the redial loop works with; the relay builds it once."""
+
+    lifecycle: Lifecycle
+    publish: Callable[[Change | None], None]
+    endpoint: Endpoint
+    config: RelayConfig
+    stats: RelayStats
+    identities: Sequence[Identity]
+    mint: Callable[[], str | None]
+    hooks: ConnectionHooks
 
     async def run(self) -> None:
         """Dial until the lifecycle says stop (revoked, or the relay is closing)."""
-        lifecycle = self._lifecycle
+        lifecycle = self.lifecycle
         while not lifecycle.closing:
             end = await serve_connection(
-                endpoint=self._endpoint,
-                config=self._config,
-                stats=self._stats,
-                identities=self._identities,
-                mint_token=self._mint,
-                hooks=self._hooks,
+                endpoint=self.endpoint,
+                config=self.config,
+                stats=self.stats,
+                identities=self.identities,
+                mint_token=self.mint,
+                hooks=self.hooks,
             )
-            self._stats.last_end_cause = end.cause
+            self.stats.last_end_cause = end.cause
             step, changes = lifecycle.after(end)
             for change in changes:
-                self._publish(change)
+                self.publish(change)
             if not isinstance(step, Redial):
                 if step.state is State.REVOKED:
-                    logger.warning("relay %s: %s; not dialling again", self._endpoint, step.cause)
+                    logger.warning("relay %s: %s; not dialling again", self.endpoint, step.cause)
                 return
             logger.log(
                 logging.WARNING if step.warn else logging.INFO,
                 "relay %s: %s; next attempt in %.3g s",
-                self._endpoint,
+                self.endpoint,
                 step.note,
                 step.delay,
             )
