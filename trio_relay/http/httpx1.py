@@ -11,65 +11,16 @@ rules and timeouts); only the client class differs::
 
 from __future__ import annotations
 
-from typing import Any
-
 import httpcore
 import httpx
 
-from .._core.keepalive import KeepaliveConfig
-from ._family import Family
-from ._presets import LLM_CONNECT_TIMEOUT, LLM_POOL_TIMEOUT, LLM_WRITE_TIMEOUT, refuse_timeout
+from ._clients import ClientFunctions
 
 __all__ = ["keepalive_client", "keepalive_sync_client", "llm_client", "llm_sync_client"]
 
-_FAMILY = Family(httpx, httpcore)
+_HTTPX: ClientFunctions[httpx.AsyncClient, httpx.Client] = ClientFunctions(httpx, httpcore)
 
-
-def keepalive_client(
-    *, keepalive: KeepaliveConfig | None = None, **httpx_kwargs: Any
-) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` whose TCP connections detect a dead peer; see
-    :func:`trio_relay.http.keepalive_client`."""
-    client: httpx.AsyncClient = _FAMILY.async_client(keepalive, httpx_kwargs)
-    return client
-
-
-def keepalive_sync_client(
-    *, keepalive: KeepaliveConfig | None = None, **httpx_kwargs: Any
-) -> httpx.Client:
-    """An ``httpx.Client``; see :func:`trio_relay.http.keepalive_sync_client`."""
-    client: httpx.Client = _FAMILY.sync_client(keepalive, httpx_kwargs)
-    return client
-
-
-def _llm_timeout(connect: float, write: float, pool: float) -> httpx.Timeout:
-    return httpx.Timeout(connect=connect, read=None, write=write, pool=pool)
-
-
-def llm_client(
-    *,
-    keepalive: KeepaliveConfig | None = None,
-    connect_timeout: float = LLM_CONNECT_TIMEOUT,
-    write_timeout: float = LLM_WRITE_TIMEOUT,
-    pool_timeout: float = LLM_POOL_TIMEOUT,
-    **httpx_kwargs: Any,
-) -> httpx.AsyncClient:
-    """:func:`keepalive_client` with no read timeout; see
-    :func:`trio_relay.http.llm_client`."""
-    refuse_timeout(httpx_kwargs, "llm_client")
-    timeout = _llm_timeout(connect_timeout, write_timeout, pool_timeout)
-    return keepalive_client(keepalive=keepalive, timeout=timeout, **httpx_kwargs)
-
-
-def llm_sync_client(
-    *,
-    keepalive: KeepaliveConfig | None = None,
-    connect_timeout: float = LLM_CONNECT_TIMEOUT,
-    write_timeout: float = LLM_WRITE_TIMEOUT,
-    pool_timeout: float = LLM_POOL_TIMEOUT,
-    **httpx_kwargs: Any,
-) -> httpx.Client:
-    """The blocking twin of :func:`llm_client`; see :func:`trio_relay.http.llm_sync_client`."""
-    refuse_timeout(httpx_kwargs, "llm_sync_client")
-    timeout = _llm_timeout(connect_timeout, write_timeout, pool_timeout)
-    return keepalive_sync_client(keepalive=keepalive, timeout=timeout, **httpx_kwargs)
+keepalive_client = _HTTPX.keepalive_client
+keepalive_sync_client = _HTTPX.keepalive_sync_client
+llm_client = _HTTPX.llm_client
+llm_sync_client = _HTTPX.llm_sync_client
