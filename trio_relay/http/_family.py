@@ -57,6 +57,41 @@ def _detached(value: Any) -> Any:
     return value
 
 
+class _OptionsBackend:
+    """A network backend that opens every TCP connection with our options (merged with
+    the pool's) through ``inner()``, the backend that does the work.
+
+    One class serves async and sync pools alike: each method returns what the inner
+    backend's returns, which for an async pool is the coroutine the pool awaits. (The
+    pools only call these three methods; httpcore's backend classes are its typing.)
+    """
+
+    def __init__(self, inner: Callable[[], Any], options: list[SocketOption]) -> None:
+        self._inner = inner
+        self._options = options
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> Any:
+        return self._inner().connect_tcp(
+            host, port, timeout, local_address, _merged(socket_options, self._options)
+        )
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> Any:
+        # TCP options mean nothing on a Unix socket: pass through untouched.
+        return self._inner().connect_unix_socket(path, timeout, socket_options)
+
+    def sleep(self, seconds: float) -> Any:
+        return self._inner().sleep(seconds)
+
+
 class Family:
     """The keepalive machinery for one httpx family (see the module docstring)."""
 
@@ -66,6 +101,16 @@ class Family:
         self._exceptions: dict[type[Exception], type[Exception]] = {
             getattr(httpcore, name): getattr(httpx, name) for name in _EXCEPTION_NAMES
         }
+        trio_backend, anyio_backend = httpcore.TrioBackend(), httpcore.AnyIOBackend()
+        sync_backend = httpcore.SyncBackend()
+
+        def async_backend() -> Any:
+            # Per call, like httpcore's own auto backend: Trio natively, else anyio.
+            library = sniffio.current_async_library()
+            return trio_backend if library == "trio" else anyio_backend
+
+        self._async_backend: Callable[[], Any] = async_backend
+        self._sync_backend: Callable[[], Any] = lambda: sync_backend
         self._build_classes()
 
     # --- the clients --------------------------------------------------------------------
@@ -103,7 +148,9 @@ class Family:
             "keepalive_expiry": limits.keepalive_expiry,
             "http1": http1,
             "http2": http2,
-            "network_backend": (self._AsyncBackend if is_async else self._SyncBackend)(options),
+            "network_backend": _OptionsBackend(
+                self._async_backend if is_async else self._sync_backend, options
+            ),
         }
         if proxy is None:
             pool = getattr(httpcore, f"{prefix}ConnectionPool")(socket_options=options, **common)
@@ -208,74 +255,7 @@ class Family:
         )
 
     def _build_classes(self) -> None:
-        family, httpx, httpcore = self, self.httpx, self.httpcore
-        trio_backend, anyio_backend = httpcore.TrioBackend(), httpcore.AnyIOBackend()
-
-        class AsyncOptionsBackend(httpcore.AsyncNetworkBackend):  # type: ignore[misc,name-defined]
-            """Opens every TCP connection with our options (merged with the pool's)."""
-
-            def __init__(self, options: list[SocketOption]) -> None:
-                self._options = options
-
-            @staticmethod
-            def _inner() -> Any:
-                # Per call, like httpcore's own auto backend: Trio natively, else anyio.
-                library = sniffio.current_async_library()
-                return trio_backend if library == "trio" else anyio_backend
-
-            async def connect_tcp(
-                self,
-                host: str,
-                port: int,
-                timeout: float | None = None,
-                local_address: str | None = None,
-                socket_options: Iterable[Any] | None = None,
-            ) -> Any:
-                return await self._inner().connect_tcp(
-                    host, port, timeout, local_address, _merged(socket_options, self._options)
-                )
-
-            async def connect_unix_socket(
-                self,
-                path: str,
-                timeout: float | None = None,
-                socket_options: Iterable[Any] | None = None,
-            ) -> Any:
-                # TCP options mean nothing on a Unix socket: pass through untouched.
-                return await self._inner().connect_unix_socket(path, timeout, socket_options)
-
-            async def sleep(self, seconds: float) -> None:
-                await self._inner().sleep(seconds)
-
-        class SyncOptionsBackend(httpcore.NetworkBackend):  # type: ignore[misc,name-defined]
-            """The blocking twin of the async backend."""
-
-            def __init__(self, options: list[SocketOption]) -> None:
-                self._options = options
-                self._inner = httpcore.SyncBackend()
-
-            def connect_tcp(
-                self,
-                host: str,
-                port: int,
-                timeout: float | None = None,
-                local_address: str | None = None,
-                socket_options: Iterable[Any] | None = None,
-            ) -> Any:
-                return self._inner.connect_tcp(
-                    host, port, timeout, local_address, _merged(socket_options, self._options)
-                )
-
-            def connect_unix_socket(
-                self,
-                path: str,
-                timeout: float | None = None,
-                socket_options: Iterable[Any] | None = None,
-            ) -> Any:
-                return self._inner.connect_unix_socket(path, timeout, socket_options)
-
-            def sleep(self, seconds: float) -> None:
-                self._inner.sleep(seconds)
+        family, httpx = self, self.httpx
 
         class AsyncBody(httpx.AsyncByteStream):  # type: ignore[misc,name-defined]
             def __init__(self, stream: Any) -> None:
@@ -358,7 +338,5 @@ class Family:
             def close(self) -> None:
                 self.pool.close()
 
-        self._AsyncBackend: Callable[[list[SocketOption]], Any] = AsyncOptionsBackend
-        self._SyncBackend: Callable[[list[SocketOption]], Any] = SyncOptionsBackend
         self._AsyncTransport: Callable[[Any], Any] = AsyncKeepaliveTransport
         self._SyncTransport: Callable[[Any], Any] = SyncKeepaliveTransport
