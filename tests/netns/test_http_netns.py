@@ -18,7 +18,15 @@ import trio
 import trio_relay.http
 import trio_relay.http.httpx1
 from trio_relay._core.keepalive import KeepaliveConfig
-from trio_relay.testing.netns import NetnsHost, NetnsUnavailable, open_netns_host
+from trio_relay.testing.netns import (
+    NetnsHost,
+    NetnsUnavailable,
+    open_netns_host,
+    unavailable,
+)
+from trio_relay.testing.netns import (
+    netns_host as sync_netns_host,
+)
 
 # Accepts any number of connections; each gets a chunked event stream of three events,
 # then silence (the connection is held open, as a provider mid-generation would).
@@ -88,11 +96,14 @@ async def test_teardown_after_a_failure_leaves_nothing_behind() -> None:
     assert link.returncode != 0
 
 
-async def test_without_root_the_reason_is_stated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+async def test_without_root_the_reason_is_stated() -> None:
+    # Judged for an ordinary user's id: as root this would otherwise build a namespace.
     with pytest.raises(NetnsUnavailable, match="need root"):
-        async with open_netns_host():
+        async with open_netns_host(euid=1000):
             pass
+    with pytest.raises(NetnsUnavailable, match="need root"), sync_netns_host(euid=1000):
+        pass
+    assert unavailable(euid=1000) == "network namespaces need root (run as root)"
 
 
 async def _read_until(chunks: object, marker: bytes) -> None:

@@ -74,10 +74,14 @@ def _ip(*argv: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
     return result
 
 
-def unavailable(*, probe: bool = False) -> str | None:
+def unavailable(*, probe: bool = False, euid: int | None = None) -> str | None:
     """Why network namespaces cannot be used here, or None when they can. ``probe``:
-    also create and delete a namespace (some containers refuse ``ip netns add``)."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+    also create and delete a namespace (some containers refuse ``ip netns add``).
+    ``euid``: judge for this effective user id instead of the process's own, so a test
+    running as root can see what a user without root is told."""
+    if euid is None:
+        euid = os.geteuid() if hasattr(os, "geteuid") else None
+    if euid != 0:
         return "network namespaces need root (run as root)"
     if shutil.which("ip") is None or shutil.which("tc") is None:
         return "`ip`/`tc` not found (install iproute2)"
@@ -227,10 +231,10 @@ class NetnsHost:
             self._processes.clear()
 
 
-def _build() -> NetnsHost:
+def _build(euid: int | None) -> NetnsHost:
     """A created host on a free subnet; the next subnets are tried when another process
     took the one picked (both saw it free)."""
-    reason = unavailable()
+    reason = unavailable(euid=euid)
     if reason is not None:
         raise NetnsUnavailable(reason)
     in_use = _ip("ip", "-o", "-4", "addr", "show").stdout.decode()
@@ -258,12 +262,13 @@ def _build() -> NetnsHost:
 
 
 @asynccontextmanager
-async def open_netns_host() -> AsyncIterator[NetnsHost]:
+async def open_netns_host(*, euid: int | None = None) -> AsyncIterator[NetnsHost]:
     """Create a namespace peer, yield it, and tear everything down on exit (Trio).
 
-    Raises :class:`NetnsUnavailable` (with the reason) when this machine cannot do it.
+    Raises :class:`NetnsUnavailable` (with the reason) when this machine cannot do it;
+    ``euid`` is passed to :func:`unavailable` (None: this process's own).
     """
-    host = await trio.to_thread.run_sync(_build)
+    host = await trio.to_thread.run_sync(_build, euid)
     try:
         yield host
     finally:
@@ -273,10 +278,10 @@ async def open_netns_host() -> AsyncIterator[NetnsHost]:
 
 
 @contextmanager
-def netns_host() -> Iterator[NetnsHost]:
+def netns_host(*, euid: int | None = None) -> Iterator[NetnsHost]:
     """:func:`open_netns_host` for synchronous callers; start processes in it with
     :attr:`NetnsHost.exec_prefix` (they are the caller's to stop)."""
-    host = _build()
+    host = _build(euid)
     try:
         yield host
     finally:
