@@ -9,8 +9,7 @@ import httpx2
 
 from ._clients import ClientFunctions
 
-__all__ = ["keepalive_client", "keepalive_sync_client", "llm_client", "llm_sync_client"]
-
+# No __all__: these names are public as trio_relay.http's, which lists them.
 _HTTPX2: ClientFunctions[httpx2.AsyncClient, httpx2.Client] = ClientFunctions(httpx2, httpcore2)
 
 keepalive_client = _HTTPX2.keepalive_client
