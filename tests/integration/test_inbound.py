@@ -3,43 +3,24 @@ loopback (real sockets, real WebSocket framing, the connector's real replay buff
 
 Real clock: the sockets are real. Backoff is shortened so reconnects take milliseconds,
 and every test runs under a deadline so a broken rule fails instead of hanging.
+Ordering and concurrency: ``test_inbound_ordering.py``.
 """
 
 from __future__ import annotations
 
 import base64
 import enum
-import random
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
+from inbound_relay_support import DEADLINE, Handled, event, eventually, reconnect, relay_to
 
-from trio_relay import Relay, open_relay
-from trio_relay._core.config import Identity, RelayConfig
 from trio_relay._core.event import MessageEvent
 from trio_relay._core.passthrough import PassthroughForward
 from trio_relay._trio.inbound import DeadLetter
 from trio_relay.testing import ReferenceConnector, open_connector
-
-DEADLINE = 15.0
-# Reconnects in milliseconds; a short closing handshake keeps each test well under 1 s.
-FAST = {"backoff_initial": 0.01, "backoff_max": 0.05, "backoff_first_delay": 0.0,
-        "close_timeout": 0.2}
-
-
-def event(
-    platform: Any = "slack", chat: Any = "C1", mid: Any = "m1", text: str = "hi"
-) -> dict[str, Any]:
-    source: dict[str, Any] = {"platform": platform, "chat_id": chat, "user_id": "U1"}
-    ev: dict[str, Any] = {"text": text, "source": source}
-    if mid is not None:
-        ev["message_id"] = mid
-    return ev
-
 
 FORWARD = {
     "platform": "slack", "botId": "B1", "method": "POST", "path": "/slack/actions",
@@ -52,58 +33,6 @@ FORWARD = {
 async def connector() -> AsyncIterator[ReferenceConnector]:
     async with open_connector() as c:
         yield c
-
-
-@asynccontextmanager
-async def relay_to(
-    connector: ReferenceConnector, **kwargs: Any
-) -> AsyncIterator[Relay]:
-    config = RelayConfig(**{**FAST, **kwargs.pop("config", {})})
-    async with open_relay(
-        connector.url, identities=[Identity("slack", "B1")], config=config, **kwargs
-    ) as relay:
-        await relay.wait_connected(timeout=DEADLINE)
-        yield relay
-
-
-async def reconnect(connector: ReferenceConnector, relay: Relay, code: int = 1011) -> None:
-    """Drop the current session and wait for the relay's next handshake."""
-    sessions = connector.handshakes
-    await connector.close(code, "test drop")
-    await connector.wait_session(sessions + 1)
-    await relay.wait_connected(timeout=DEADLINE)
-
-
-class Handled:
-    """An on_message handler recording what it ran; optionally blocks on ``gate``."""
-
-    def __init__(self) -> None:
-        self.events: list[MessageEvent] = []
-        self.gate: trio.Event | None = None
-        self.started = trio.Event()
-        self.fail = 0
-
-    async def __call__(self, ev: MessageEvent) -> None:
-        self.events.append(ev)
-        self.started.set()
-        if self.gate is not None:
-            await self.gate.wait()
-        if self.fail:
-            self.fail -= 1
-            raise RuntimeError("handler failed on purpose")
-
-    async def wait(self, n: int) -> None:
-        while len(self.events) < n:
-            await trio.sleep(0.005)
-
-    @property
-    def keys(self) -> list[str | None]:
-        return [e.dedupe_key for e in self.events]
-
-
-async def eventually(predicate: Callable[[], bool]) -> None:
-    while not predicate():
-        await trio.sleep(0.005)
 
 
 # --- at-least-once, handled once ------------------------------------------------------
@@ -312,87 +241,6 @@ async def test_durable_dedupe_survives_a_client_restart(
             assert second.keys == ["slack:C1:m2"]
             assert r2.stats.replays_dropped == 1
         assert first.keys == ["slack:C1:m1"]
-
-
-# --- concurrency ----------------------------------------------------------------------
-
-
-async def test_per_chat_order_under_concurrency(connector: ReferenceConnector) -> None:
-    rng = random.Random(7)
-    order: dict[str, list[int]] = {}
-    active: set[str] = set()
-
-    async def on_message(ev: MessageEvent) -> None:
-        chat = ev.source.chat_id or ""
-        assert chat not in active, "two handlers of one chat overlapped"
-        active.add(chat)
-        await trio.sleep(rng.random() * 0.01)
-        order.setdefault(chat, []).append(int(ev.message_id or -1))
-        active.discard(chat)
-
-    with trio.fail_after(DEADLINE):
-        async with relay_to(
-            connector, on_message=on_message, config={"max_concurrent_handlers": 4}
-        ):
-            for n in range(10):
-                for chat in ("A", "B", "C"):
-                    connector.buffer_inbound(event(chat=chat, mid=n))
-            await connector.wait_acks(30)
-            assert order == {chat: list(range(10)) for chat in "ABC"}
-
-
-async def test_handlers_awaiting_replies_never_deadlock(connector: ReferenceConnector) -> None:
-    # Every handler slot is taken by a handler that sends and awaits the reply; more
-    # messages keep arriving. The reply must still get through the reader.
-    results: list[bool] = []
-    relay_ref: list[Relay] = []
-
-    async def on_message(ev: MessageEvent) -> None:
-        out = await relay_ref[0].request({"op": "send", "chat_id": ev.source.chat_id,
-                                          "content": f"re: {ev.text}"})
-        results.append(out.success)
-
-    connector.delay_results(0.02)  # so every slot is busy waiting at once
-    with trio.fail_after(DEADLINE):
-        async with relay_to(
-            connector, on_message=on_message, config={"max_concurrent_handlers": 2}
-        ) as relay:
-            relay_ref.append(relay)
-            for i in range(12):
-                connector.buffer_inbound(event(chat=f"C{i}", mid="m"))
-            await connector.wait_acks(12)
-            assert results == [True] * 12
-
-
-async def test_interrupt_overtakes_a_full_queue(connector: ReferenceConnector) -> None:
-    handled = Handled()
-    handled.gate = trio.Event()
-    interrupts: list[tuple[str, str]] = []
-
-    async def on_interrupt(session_key: str, chat_id: str) -> None:
-        interrupts.append((session_key, chat_id))
-
-    with trio.fail_after(DEADLINE):
-        async with relay_to(
-            connector, on_message=handled, on_interrupt=on_interrupt,
-            config={"max_concurrent_handlers": 1, "max_inbound_queue": 3},
-        ) as relay:
-            connector.buffer_inbound(event(chat="C0", mid="m"))
-            await handled.started.wait()  # running: no longer waiting in the queue
-            for i in range(1, 6):
-                connector.buffer_inbound(event(chat=f"C{i}", mid="m"))
-            await eventually(lambda: relay.stats.inbound_dropped == 2)
-            assert relay.stats.queue_depth == 3
-            await connector.send_interrupt("S1", "C0")
-            await eventually(lambda: interrupts == [("S1", "C0")])
-            assert len(handled.events) == 1  # the message slot is still taken
-            handled.gate.set()
-            await connector.wait_acks(4)
-            # The two refused without ack are still the connector's to redeliver.
-            assert len(connector.pending()) == 2
-            await reconnect(connector, relay)
-            await connector.wait_acks(6)
-            assert len(handled.events) == 6
 
 
 # --- passthrough ------------------------------------------------------------------------
