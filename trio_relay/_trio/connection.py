@@ -95,6 +95,10 @@ class Connection(Timer):
         self._on_end_cancel: set[trio.CancelScope] = set()
         """Waits that must end with the connection (pings, go_idle, direct writes)."""
         self._writer_running = False
+        self.wrote_directly = False
+        """A request wrote its own frame since the reader or the writer last ran: more
+        requests in the same scheduler pass are a burst, and queue for the writer. (Trio's
+        ``tasks_runnable`` cannot tell: tasks that run in this pass are not counted.)"""
         self._write_failed_at: float | None = None
         self._ping_ids = itertools.count()
         self.opened_at = trio.current_time()
@@ -197,6 +201,7 @@ class Connection(Timer):
             ws.idle
             and ws.can_send
             and not self._writer_running
+            and not self.wrote_directly
             and not _current_statistics().tasks_runnable
             and trio.current_effective_deadline() > -math.inf  # not cancelled already
         )
@@ -206,7 +211,10 @@ class Connection(Timer):
         self._expiry.add(waiter)
         try:
             if direct:
-                await self._write_directly(waiter)
+                if ws.can_write_now:
+                    self._write_now(waiter)
+                else:
+                    await self._write_directly(waiter)
             return await waiter.wait()
         except BaseException:
             # Cancelled: leave no trace, so a late result is ignored and the writer
@@ -216,15 +224,32 @@ class Connection(Timer):
             self._wake_drain()
             raise
 
-    async def _write_directly(self, waiter: Waiter) -> None:
-        # Alone on an idle socket: no burst to batch with, so writing here saves the
-        # writer's wake-up. No cancel scope (one costs more than the rest of a request):
-        # the caller checked it is not cancelled, so the write cannot be interrupted
-        # before its first byte, and on an idle socket it almost always completes at
-        # once. If the socket makes it wait and it is cancelled there, part of a frame
-        # may be on the wire: nothing else can follow it, so the connection ends. A
-        # write that waits too long is the timer's to end (see _timer).
+    def _write_now(self, waiter: Waiter) -> None:
+        # Alone on an idle plain-TCP socket: no burst to batch with, so writing here
+        # saves the writer's wake-up. What the socket does not take at once is left for
+        # the writer, so the request's own deadline is never stuck behind a full socket.
         waiter.mark_sending()
+        self.wrote_directly = True
+        ws = self.ws
+        ws.send_text(waiter.line)
+        self._count_sent(1)
+        try:
+            if not ws.write_now():
+                self._start_writer()
+        except WriteFailed as exc:
+            self._write_failed(exc)
+        waiter.mark_written()
+
+    async def _write_directly(self, waiter: Waiter) -> None:
+        # The same for other streams (TLS, test wrappers), which write in this task. No
+        # cancel scope (one costs more than the rest of a request): the caller checked
+        # it is not cancelled, so the write cannot be interrupted before its first
+        # byte, and on an idle socket it almost always completes at once. If the socket
+        # makes it wait and it is cancelled there, part of a frame may be on the wire:
+        # nothing else can follow it, so the connection ends. A write that waits too
+        # long is the timer's to end (see _timer).
+        waiter.mark_sending()
+        self.wrote_directly = True
         self.ws.send_text(waiter.line)
         self._count_sent(1)
         try:
@@ -292,7 +317,9 @@ class Connection(Timer):
         receive = self.ws.receive
         try:
             while True:
-                for payload in await receive():
+                payloads = await receive()
+                self.wrote_directly = False
+                for payload in payloads:
                     for frame in decoder.feed(payload):
                         if type(frame) is OutboundResult:  # the hot path: replies
                             waiter = waiters.get(frame.request_id)

@@ -49,6 +49,7 @@ from websockets.uri import WebSocketURI
 from .._core.dial_failure import Refusal, bad_handshake, describe_error, refusal
 from .._core.dial_failure import retry_after_seconds as _retry_after
 from .._core.endpoint import ByteStream, Endpoint
+from .socket_stream import SocketStream
 
 RECEIVE_SIZE = 1 << 16
 """Bytes asked of the stream per read: big enough that a burst of results is one read."""
@@ -126,6 +127,7 @@ class WebSocket:
         "_write_done",
         "_writing",
         "broken",
+        "can_write_now",
         "end",
         "last_received",
         "on_pending",
@@ -151,6 +153,8 @@ class WebSocket:
         """When any byte last arrived: the connection's proof of life."""
         self.on_pending: Callable[[], None] | None = None
         """Called when receiving framed an answer (pong, close echo) that needs a flush."""
+        self.can_write_now = isinstance(stream, SocketStream)
+        """The stream takes a write without waiting (:meth:`write_now`): plain TCP."""
 
     # --- state -------------------------------------------------------------------------
 
@@ -275,6 +279,27 @@ class WebSocket:
         self._protocol.send_close(code, reason)
         self._pending += [chunk for chunk in self._protocol.data_to_send() if chunk]
         return True
+
+    def write_now(self) -> bool:
+        """Write what is pending as far as the socket takes it *now*, never waiting
+        (only where :attr:`can_write_now`, and nobody else is writing); true when nothing
+        is left. What the socket did not take stays pending, in order, for a
+        :meth:`flush`: a request's own write therefore never blocks its task, and a full
+        socket is the writer's to wait on. Raises :class:`WriteFailed`."""
+        if self._writing or self.broken or not self._pending:
+            return not self._pending
+        chunks = self._pending
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        try:
+            sent = self.stream.send_nowait(data)  # type: ignore[attr-defined]
+        except STREAM_ERRORS as exc:
+            self.broken = True
+            raise WriteFailed(describe_error(exc)) from exc
+        if sent == len(data):
+            self._pending = []
+            return True
+        self._pending = [data[sent:]]
+        return False
 
     async def flush(self) -> None:
         """Write everything pending. If another task is writing, return at once: it

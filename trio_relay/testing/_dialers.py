@@ -150,8 +150,9 @@ class FaultStream(trio.abc.Stream):
 
 
 def _linger_zero(stream: object) -> None:
-    # Through TLS to the TCP socket, if there is one (memory streams have none).
-    while not isinstance(stream, trio.SocketStream):
+    # Through TLS to the TCP socket, if there is one (memory streams have none): a
+    # trio.SocketStream or the relay's own stream, both with a ``socket`` attribute.
+    while not hasattr(stream, "socket"):
         inner = getattr(stream, "transport_stream", None)
         if inner is None:
             return
