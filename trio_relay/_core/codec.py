@@ -108,7 +108,7 @@ class FrameDecoder:
         except UnicodeDecodeError:
             return RejectedFrame("invalid UTF-8", _sample(line))
         try:
-            obj = _DECODER.decode(text)
+            obj = _decode(text)
         except (ValueError, RecursionError) as exc:
             return RejectedFrame(f"invalid JSON: {exc}"[:200], _sample(text))
         if not isinstance(obj, dict):
@@ -132,6 +132,20 @@ def _not_json(constant: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_not_json)
+_raw_decode = _DECODER.raw_decode
+
+
+def _decode(text: str) -> Any:
+    # raw_decode first: decode() would match leading and trailing white space with two
+    # regular expressions per line. Anything unusual (white space around the object,
+    # extra data, an error) goes through decode() for its exact answer and message.
+    try:
+        obj, end = _raw_decode(text)
+    except ValueError:
+        return _DECODER.decode(text)
+    if end != len(text):
+        return _DECODER.decode(text)
+    return obj
 
 # Built once: json.dumps with non-default options builds a new encoder on every call,
 # a measurable share of a request's cost on the hot path.

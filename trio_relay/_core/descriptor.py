@@ -125,7 +125,8 @@ class Descriptor:
 
     def supports(self, op: str) -> bool:
         """Whether requests with ``action.op == op`` may be sent to this platform."""
-        return op in self.effective_ops
+        ops = self.supported_ops  # (the tuple itself: no set built per request)
+        return op in ops if ops else op in LEGACY_OPS
 
     def text_length(self, text: str) -> int:
         """``text``'s length as this platform counts it (characters, or UTF-16 code

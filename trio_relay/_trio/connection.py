@@ -55,8 +55,6 @@ logger = logging.getLogger("trio_relay")
 
 InboundSink = Callable[[InboundFrame | PassthroughFrame | InterruptInbound], None]
 
-_current_statistics = trio.lowlevel.current_statistics
-
 class Connection(Timer):
     def __init__(
         self,
@@ -95,10 +93,14 @@ class Connection(Timer):
         self._on_end_cancel: set[trio.CancelScope] = set()
         """Waits that must end with the connection (pings, go_idle, direct writes)."""
         self._writer_running = False
-        self.wrote_directly = False
-        """A request wrote its own frame since the reader or the writer last ran: more
-        requests in the same scheduler pass are a burst, and queue for the writer. (Trio's
-        ``tasks_runnable`` cannot tell: tasks that run in this pass are not counted.)"""
+        self.burst = False
+        """More than one request is likely to be made in this scheduler pass, so they
+        queue for the writer (one write for all) instead of writing one by one: set by
+        a request's direct write, and by the reader when one read settled several
+        requests (their tasks run next, and typically request again); cleared by the
+        writer's next batch and by a read that settled at most one. (Trio's
+        ``tasks_runnable`` cannot tell: the tasks of the pass under way are not
+        counted in it.)"""
         self._write_failed_at: float | None = None
         self._ping_ids = itertools.count()
         self.opened_at = trio.current_time()
@@ -201,8 +203,7 @@ class Connection(Timer):
             ws.idle
             and ws.can_send
             and not self._writer_running
-            and not self.wrote_directly
-            and not _current_statistics().tasks_runnable
+            and not self.burst
             and trio.current_effective_deadline() > -math.inf  # not cancelled already
         )
         if not direct and not self.outbox.put(waiter):
@@ -229,7 +230,7 @@ class Connection(Timer):
         # saves the writer's wake-up. What the socket does not take at once is left for
         # the writer, so the request's own deadline is never stuck behind a full socket.
         waiter.mark_sending()
-        self.wrote_directly = True
+        self.burst = True
         ws = self.ws
         ws.send_text(waiter.line)
         self._count_sent(1)
@@ -249,7 +250,7 @@ class Connection(Timer):
         # nothing else can follow it, so the connection ends. A write that waits too
         # long is the timer's to end (see _timer).
         waiter.mark_sending()
-        self.wrote_directly = True
+        self.burst = True
         self.ws.send_text(waiter.line)
         self._count_sent(1)
         try:
@@ -317,9 +318,8 @@ class Connection(Timer):
         receive = self.ws.receive
         try:
             while True:
-                payloads = await receive()
-                self.wrote_directly = False
-                for payload in payloads:
+                settled = 0
+                for payload in await receive():
                     for frame in decoder.feed(payload):
                         if type(frame) is OutboundResult:  # the hot path: replies
                             waiter = waiters.get(frame.request_id)
@@ -327,6 +327,7 @@ class Connection(Timer):
                                 stats.frames_received += 1
                                 del waiters[frame.request_id]
                                 waiter.resolve(Outcome.answered(frame.result))
+                                settled += 1
                                 self._expiry.prune(waiter)
                                 if self._drained is not None:
                                     self._wake_drain()
@@ -336,6 +337,7 @@ class Connection(Timer):
                                 stats.frames_received += 1  # late or unknown: ignored
                         else:
                             self._dispatch(frame)
+                self.burst = settled > 1
                 waiters = self.waiters  # end() swaps the dict
         except WebSocketEnded as exc:
             end = exc.end

@@ -37,7 +37,7 @@ class SendSide:
     _stats: RelayStats
     _expiry: Expiry
     _writer_running: bool
-    wrote_directly: bool
+    burst: bool
     _write_failed_at: float | None
 
     if TYPE_CHECKING:  # defined by Connection
@@ -76,7 +76,7 @@ class SendSide:
                 # their frames first, so a burst leaves in one write instead of many.
                 if _current_statistics().tasks_runnable:
                     await trio.lowlevel.checkpoint()
-                self.wrote_directly = False
+                self.burst = False
                 batch = outbox.take_unsent()
                 sent: list[Outgoing] = []
                 framed = 0

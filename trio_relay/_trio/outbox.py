@@ -85,7 +85,8 @@ class Outbox:
         if len(self._queue) >= self._max_frames:
             return False
         self._queue.append(item)
-        self._lot.unpark()
+        if self._lot:  # only the reference connector's writer parks here
+            self._lot.unpark()
         if self._on_put is not None:
             self._on_put()
         return True

@@ -152,9 +152,17 @@ class Relay(StateMethods, AdapterMethods):
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         deadline = trio.current_time() + timeout
-        outcome = await self._deliver(
-            request_id, line, op, platform, deadline, timeout, wait_connected
-        )
+        # The hot path is flat on purpose: every coroutine level between the caller
+        # and the waiter is paid again each time the request's task is resumed.
+        ready = self._ready(op, platform)
+        if ready is None and wait_connected:
+            ready = await self._wait_ready(op, platform, deadline, timeout)
+        if ready is None:
+            outcome = _outcome.not_connected(self.state.value)
+        elif type(ready) is Outcome:
+            outcome = ready
+        else:
+            outcome = await ready.request(request_id, line, deadline, timeout)  # type: ignore[union-attr]
         self.stats.requests[_outcome_label(outcome)] += 1
         return outcome
 
@@ -186,32 +194,16 @@ class Relay(StateMethods, AdapterMethods):
             )
         return request_id, line, str(action["op"])
 
-    async def _deliver(
-        self,
-        request_id: str,
-        line: bytes,
-        op: str,
-        platform: str | None,
-        deadline: float,
-        timeout: float,
-        wait_connected: bool,
-    ) -> Outcome:
-        refusal = self._refusal()
-        if refusal is not None:
-            return refusal
+    def _ready(self, op: str, platform: str | None) -> Connection | Outcome | None:
+        """The connection to send on now, the outcome of a request that will not be
+        sent, or None when there is no connection (yet)."""
+        if self._closing:
+            return _outcome.closing()
+        if self.state is State.REVOKED:
+            return _outcome.revoked()
         conn = self._conn
-        if conn is None and wait_connected:
-            with trio.move_on_at(deadline):
-                while self._conn is None and self._refusal() is None:
-                    await self._feed.changed()
-            refusal = self._refusal()
-            if refusal is not None:
-                return refusal
-            conn = self._conn
-            if conn is None:
-                return _outcome.timed_out(timeout, written=False)
         if conn is None:
-            return _outcome.not_connected(self.state.value)
+            return None
         target = platform or self.default_platform or ""
         descriptor = self.descriptors.get(target)
         if descriptor is not None:
@@ -220,16 +212,19 @@ class Relay(StateMethods, AdapterMethods):
         elif op not in LEGACY_OPS:
             # No descriptor (yet) for this platform: only what every platform takes.
             return _outcome.unsupported_op(op, target)
-        return await conn.request(request_id, line, deadline, timeout)
+        return conn
 
-    def _refusal(self) -> Outcome | None:
-        """The outcome for a request the relay will not even try to send, if any."""
-        if self._closing:
-            return _outcome.closing()
-        if self.state is State.REVOKED:
-            return _outcome.revoked()
-        return None
-
+    async def _wait_ready(
+        self, op: str, platform: str | None, deadline: float, timeout: float
+    ) -> Connection | Outcome:
+        """``wait_connected``: the next connection (or a refusal) within the deadline."""
+        with trio.move_on_at(deadline):
+            while True:
+                ready = self._ready(op, platform)
+                if ready is not None:
+                    return ready
+                await self._feed.changed()
+        return _outcome.timed_out(timeout, written=False)
 
     async def ping(self, timeout: float | None = None) -> float:
         """Round-trip a WebSocket ping now; returns the RTT in seconds.

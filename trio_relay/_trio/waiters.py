@@ -20,6 +20,10 @@ import trio
 
 from .._core.outcome import Outcome
 
+_current_task = trio.lowlevel.current_task
+_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
+_ABORT_SUCCEEDED = trio.lowlevel.Abort.SUCCEEDED
+
 
 class Waiter:
     """One request in flight on one connection.
@@ -71,17 +75,16 @@ class Waiter:
             if task is not None:
                 trio.lowlevel.reschedule(task)
 
+    def _abort(self, _: object) -> trio.lowlevel.Abort:
+        self._task = None
+        return _ABORT_SUCCEEDED
+
     async def wait(self) -> Outcome:
         """Sleep until resolved. Cancelling the caller ends the wait with ``Cancelled``
         (the caller then abandons the waiter)."""
         if self.outcome is None:
-            self._task = trio.lowlevel.current_task()
-
-            def abort(_: object) -> trio.lowlevel.Abort:
-                self._task = None
-                return trio.lowlevel.Abort.SUCCEEDED
-
-            await trio.lowlevel.wait_task_rescheduled(abort)
+            self._task = _current_task()
+            await _wait_task_rescheduled(self._abort)
         else:
             await trio.lowlevel.checkpoint()
         assert self.outcome is not None
