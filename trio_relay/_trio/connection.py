@@ -47,7 +47,7 @@ from .._core.frames import (
 from .._core.outcome import Outcome
 from .._core.stats import RelayStats
 from .connection_timer import Timer
-from .outbox import Line, Outbox
+from .outbox import MAX_BATCH_FRAMES, Line, Outbox
 from .waiters import Expiry, Waiter
 from .websocket import WebSocket, WebSocketEnded, WriteFailed
 
@@ -169,9 +169,30 @@ class Connection(Timer):
         has been ended).
         """
         self._platforms = frozenset(identity.platform for identity in identities)
-        for identity in identities:
-            hello = Hello(identity.platform, identity.bot_id, identity.command_manifest)
-            self.send_line(encode_frame(hello).encode())
+        lines = [
+            encode_frame(Hello(identity.platform, identity.bot_id, identity.command_manifest))
+            .encode()
+            for identity in identities
+        ]
+        ws = self.ws
+        if (
+            ws.can_write_now
+            and ws.idle
+            and len(lines) <= MAX_BATCH_FRAMES
+            and sum(map(len, lines)) <= self._config.max_message_bytes
+        ):
+            # A fresh socket takes the hellos at once: written here, in one message,
+            # they save starting the writer (part of every redial's time).
+            ws.send_text(b"".join(lines))
+            self._count_sent(len(lines))
+            try:
+                if not ws.write_now():
+                    self._start_writer()
+            except WriteFailed as exc:
+                self._write_failed(exc)
+        else:
+            for line in lines:
+                self.send_line(line)
         with trio.move_on_after(timeout):
             await self.first_descriptor.wait()
         if self.is_open and not self.first_descriptor.is_set():

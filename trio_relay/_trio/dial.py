@@ -16,7 +16,7 @@ import trio
 from .._core.config import RelayConfig
 from .._core.endpoint import ByteStream, Dialer, Endpoint
 from .proxy import ProxyRefused, open_tunnel, proxy_for
-from .socket_stream import SocketStream, from_trio
+from .socket_stream import SocketStream, open_tcp
 
 __all__ = ["ByteStream", "Dialer", "Endpoint", "ProxyRefused", "connect"]
 
@@ -25,9 +25,9 @@ async def connect(endpoint: Endpoint, config: RelayConfig) -> ByteStream:
     """Open the byte stream the WebSocket upgrade runs over (the caller bounds it)."""
     proxy = proxy_for(endpoint, config.proxy)
     host, port = (proxy.host, proxy.port) if proxy is not None else (endpoint.host, endpoint.port)
-    # Happy eyeballs from Trio, then the socket in our own stream (socket_stream.py:
-    # no scheduler turn for a read that finds bytes or a write the kernel takes).
-    tcp: SocketStream = from_trio(await trio.open_tcp_stream(host, port))
+    # Our own stream (socket_stream.py): no scheduler turn for a read that finds bytes
+    # or a write the kernel takes.
+    tcp: SocketStream = await open_tcp(host, port)
     try:
         config.keepalive.apply(tcp.socket)
         stream: trio.abc.Stream = tcp

@@ -24,6 +24,7 @@ from .._core.endpoint import ByteStream, Endpoint
 from .._core.stats import RelayStats
 from .connection import Connection, InboundSink
 from .dial import connect
+from .socket_stream import SocketStream
 from .websocket import STREAM_ERRORS, UpgradeFailed, upgrade, upgrade_headers
 
 logger = logging.getLogger("trio_relay")
@@ -135,7 +136,9 @@ async def _watch_descriptors(
 
 
 async def _close(stream: ByteStream) -> None:
-    if isinstance(stream, trio.abc.AsyncResource):
+    if isinstance(stream, SocketStream):
+        stream.close()  # no checkpoint: the redial goes on in this same turn
+    elif isinstance(stream, trio.abc.AsyncResource):
         await trio.aclose_forcefully(stream)
     else:  # pragma: no cover - a dialer's own stream type
         with trio.move_on_after(0):

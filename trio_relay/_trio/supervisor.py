@@ -79,4 +79,6 @@ class Supervisor:
                 step.note,
                 step.delay,
             )
-            await trio.sleep(step.delay)
+            if step.delay > 0:
+                await trio.sleep(step.delay)
+            # (No sleep(0) for an immediate redial: the dial itself is a checkpoint.)
