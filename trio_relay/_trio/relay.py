@@ -9,7 +9,6 @@ calls as it opens, comes up and ends.
 from __future__ import annotations
 
 import logging
-import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -96,7 +95,7 @@ class Relay(StateMethods, AdapterMethods):
             maximum=config.backoff_max,
             first_delay=config.backoff_first_delay,
             stable_after=config.backoff_stable_after,
-            rng=config.rng or random.Random(),
+            rng=config.rng,
         )
         self._lifecycle = Lifecycle(backoff, dormant_redial_delay=config.dormant_redial_delay)
         self._feed = StateFeed(self._lifecycle.state)
