@@ -26,7 +26,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -49,19 +48,33 @@ from websockets.uri import WebSocketURI
 from .._core.dial_failure import Refusal, bad_handshake, describe_error, refusal
 from .._core.dial_failure import retry_after_seconds as _retry_after
 from .._core.endpoint import ByteStream, Endpoint
+from .socket_end import (
+    ABNORMAL,
+    STREAM_ERRORS,
+    SocketEnd,
+    UpgradeFailed,
+    WebSocketEnded,
+    WriteFailed,
+    upgrade_headers,
+)
 from .socket_stream import SocketStream
+
+__all__ = [
+    "STREAM_ERRORS",
+    "SocketEnd",
+    "UpgradeFailed",
+    "WebSocket",
+    "WebSocketEnded",
+    "WriteFailed",
+    "upgrade",
+    "upgrade_headers",
+]
 
 RECEIVE_SIZE = 1 << 16
 """Bytes asked of the stream per read: big enough that a burst of results is one read."""
 
 MAX_PINGS_AWAITED = 8
 """Pings whose pong we still watch for; a peer that never pongs costs no more."""
-
-ABNORMAL = 1006
-"""RFC 6455's code for a connection that ended without a close frame (never sent)."""
-
-STREAM_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
-"""How a byte stream fails (resets, EPIPE, TLS errors, a stream closed under us)."""
 
 _TEXT, _BINARY, _CONT, _PING, _PONG, _CLOSE = (
     Opcode.TEXT,
@@ -82,38 +95,6 @@ class _Quiet(logging.LoggerAdapter):  # type: ignore[type-arg]
 
 
 _LOGGER = _Quiet(logging.getLogger("trio_relay.websocket"), {})
-
-
-@dataclass(frozen=True, slots=True)
-class SocketEnd:
-    """How the WebSocket ended: a close frame's ``code``/``reason``; ``1006`` and no
-    reason for a reset or an EOF without a close frame."""
-
-    cause: str
-    code: int | None = None
-    reason: str | None = None
-
-
-class WebSocketEnded(Exception):
-    """Raised by :meth:`WebSocket.receive` once the socket is over."""
-
-    def __init__(self, end: SocketEnd) -> None:
-        super().__init__(end.cause)
-        self.end = end
-
-
-class UpgradeFailed(Exception):
-    """The upgrade did not give us a WebSocket; :attr:`refusal` says how to take it."""
-
-    def __init__(self, why: Refusal, status: int | None = None) -> None:
-        super().__init__(why.cause)
-        self.refusal = why
-        self.status = status
-
-
-class WriteFailed(Exception):
-    """The stream refused a write, or a write was cut off midway (the stream is then
-    unusable: a frame may be half on the wire)."""
 
 
 class WebSocket:
@@ -338,17 +319,6 @@ class WebSocket:
 def _uri(endpoint: Endpoint) -> WebSocketURI:
     path, _, query = endpoint.resource.partition("?")
     return WebSocketURI(endpoint.secure, endpoint.host, endpoint.port, path or "/", query)
-
-
-def upgrade_headers(
-    bearer: str | None, user_agent: str | None, extra: Sequence[tuple[str, str]]
-) -> list[tuple[str, str]]:
-    headers = [(name, value) for name, value in extra]
-    if user_agent:
-        headers.append(("User-Agent", user_agent))
-    if bearer:
-        headers.append(("Authorization", f"Bearer {bearer}"))
-    return headers
 
 
 async def upgrade(

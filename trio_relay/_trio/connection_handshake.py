@@ -1,0 +1,102 @@
+"""The handshake of a :class:`~trio_relay._trio.connection.Connection` (built over its
+timer and send side): one ``hello`` per identity, up on the first descriptor of a
+hello'd platform (docs/protocol.md, "Handshake"), later descriptors added as they come.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import trio
+
+from .._core.codec import encode_frame
+from .._core.config import Identity
+from .._core.descriptor import Descriptor
+from .._core.frames import DescriptorFrame, FrameError, Hello
+from .connection_timer import Timer
+from .outbox import MAX_BATCH_FRAMES
+from .websocket import WriteFailed
+
+logger = logging.getLogger("trio_relay")
+
+
+class Handshake(Timer):
+    descriptors: dict[str, Descriptor]
+    _platforms: frozenset[str]
+    first_descriptor: trio.Event
+    all_descriptors: trio.Event
+    up_at: float | None
+
+    if TYPE_CHECKING:  # defined by Connection
+
+        def send_line(self, line: bytes) -> bool: ...
+
+    async def handshake(self, identities: Sequence[Identity], timeout: float) -> bool:
+        """Send one ``hello`` per identity and wait for the first descriptor of a
+        hello'd platform: from then on the connection is up (docs/protocol.md,
+        "Handshake"); later descriptors are added as they arrive.
+
+        True when the connection is up; false when it ended or timed out first (then it
+        has been ended).
+        """
+        self._platforms = frozenset(identity.platform for identity in identities)
+        lines = [
+            encode_frame(Hello(identity.platform, identity.bot_id, identity.command_manifest))
+            .encode()
+            for identity in identities
+        ]
+        ws = self.ws
+        if (
+            ws.can_write_now
+            and ws.idle
+            and len(lines) <= MAX_BATCH_FRAMES
+            and sum(map(len, lines)) <= self._config.max_message_bytes
+        ):
+            # A fresh socket takes the hellos at once: written here, in one message,
+            # they save starting the writer (part of every redial's time).
+            ws.send_text(b"".join(lines))
+            self._count_sent(len(lines))
+            try:
+                if not ws.write_now():
+                    self._start_writer()
+            except WriteFailed as exc:
+                self._write_failed(exc)
+        else:
+            for line in lines:
+                self.send_line(line)
+        with trio.move_on_after(timeout):
+            await self.first_descriptor.wait()
+        if self.is_open and not self.first_descriptor.is_set():
+            self.end(f"handshake timeout: no descriptors within {timeout:g} s")
+        if self.is_open:
+            self.up_at = trio.current_time()
+        return self.is_open
+
+    def missing_descriptors(self) -> list[str]:
+        """The hello'd platforms that have no descriptor yet."""
+        return sorted(self._platforms - self.descriptors.keys())
+
+    def _add_descriptor(self, frame: DescriptorFrame) -> None:
+        try:
+            descriptor = Descriptor.from_wire(frame.descriptor)
+        except FrameError as exc:
+            self._stats.frames_rejected += 1
+            logger.warning("skipped a bad descriptor from the connector: %s", exc)
+            return
+        platform = descriptor.platform
+        if platform not in self._platforms:
+            self._stats.frames_rejected += 1
+            logger.warning(
+                "skipped a descriptor for platform %r: we said hello for %s only",
+                platform,
+                sorted(self._platforms),
+            )
+            return
+        if platform in self.descriptors:
+            return  # the first one of a connection stands
+        self.descriptors[platform] = descriptor
+        self.first_descriptor.set()
+        if len(self.descriptors) == len(self._platforms):
+            self.all_descriptors.set()
