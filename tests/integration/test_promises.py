@@ -122,14 +122,21 @@ async def test_connected_on_the_first_descriptor_later_ones_added_as_they_come(
 
 
 async def test_an_idle_connection_runs_two_tasks_and_the_writer_only_for_a_burst() -> None:
-    def connection_tasks() -> list[str]:
-        names = [t.name.rsplit(".", 1)[-1] for t in live_tasks()]
-        return sorted(n for n in names if n in ("_reader", "_timer", "_writer", "_counted"))
+    def relay_tasks() -> list[str]:
+        # The relay's own tasks (the in-process connector's are trio_relay.testing.*).
+        return sorted(t.name for t in live_tasks() if t.name.startswith("trio_relay._trio."))
 
+    # The whole relay, idle: the supervisor (serving the connection, its timer inline)
+    # and the reader; no pipeline task until an inbound frame comes, no writer.
+    idle = [
+        "trio_relay._trio.connection.Connection._counted",
+        "trio_relay._trio.supervisor.Supervisor.run",
+    ]
     async with open_connector() as connector, trio_relay.open_relay(connector.url) as relay:
         await relay.wait_connected(5)
         await trio.testing.wait_all_tasks_blocked()
         assert relay.stats.connection_tasks == 2
+        assert relay_tasks() == idle
         async with trio.open_nursery() as nursery:
             for _ in range(50):
                 nursery.start_soon(relay.request, SEND)
@@ -137,4 +144,4 @@ async def test_an_idle_connection_runs_two_tasks_and_the_writer_only_for_a_burst
             assert relay.stats.connection_tasks in (2, 3)
         await trio.testing.wait_all_tasks_blocked()
         assert relay.stats.connection_tasks == 2  # the writer is gone again
-        assert len(connection_tasks()) == 2
+        assert relay_tasks() == idle

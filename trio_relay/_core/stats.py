@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 
-@dataclass
+@dataclass(slots=True)  # no __dict__: one RelayStats per relay, fields fixed
 class RelayStats:
     """Counters since the relay was opened; read them any time (they are live).
 
@@ -33,8 +33,8 @@ class RelayStats:
     messages_sent: int = 0
     frames_sent: int = 0
     connection_tasks: int = 0
-    """Tasks the current connection runs now: 2 when idle (reader and timer), 3 while
-    the writer takes a burst."""
+    """Tasks the current connection runs now: 2 when idle (the reader, and the timer,
+    which runs in the task serving the connection), 3 while the writer takes a burst."""
     missing_descriptors: list[str] = field(default_factory=list)
     """Hello'd platforms still without a descriptor ``handshake_timeout`` after the
     current connection opened (requests for them get the legacy ops only)."""

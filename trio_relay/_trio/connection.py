@@ -85,7 +85,8 @@ class Connection(Handshake):
         self.all_descriptors = trio.Event()
         self.ended = trio.Event()
         self.end_info: ConnectionEnd | None = None
-        self.idle_acked = trio.Event()
+        self._idle_acked: trio.Event | None = None
+        """Made by the first go_idle: most connections never go idle."""
         self._drained: trio.Event | None = None
         self._closing_info: tuple[str, int, str, bool] | None = None
         self._on_end_cancel: set[trio.CancelScope] = set()
@@ -108,8 +109,16 @@ class Connection(Handshake):
     # --- life cycle ------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start the reader. The timer is not a task of its own: the task serving the
+        connection runs it (:meth:`run_timer`) once the handshake is done — one task
+        fewer per idle connection."""
         self._nursery.start_soon(self._counted, self._reader)
-        self._nursery.start_soon(self._counted, self._timer)
+
+    async def run_timer(self) -> None:
+        """Run the timer (pings, silence, write stalls, request deadlines) in the
+        caller's task until the connection ends (then it is cancelled with the
+        connection's nursery, or returns having ended it)."""
+        await self._counted(self._timer)
 
     async def _counted(self, task: Callable[[], Awaitable[None]]) -> None:
         self._stats.connection_tasks += 1
@@ -260,12 +269,15 @@ class Connection(Handshake):
     async def go_idle(self, timeout: float) -> bool:
         """Send ``going_idle`` and wait for the ack; false on timeout or if the
         connection ends first."""
-        if not self.idle_acked.is_set() and not self.send_line(encode_frame(GoingIdle()).encode()):
+        if self._idle_acked is None:
+            self._idle_acked = trio.Event()
+        acked = self._idle_acked
+        if not acked.is_set() and not self.send_line(encode_frame(GoingIdle()).encode()):
             return False
         with trio.move_on_after(timeout), trio.CancelScope() as scope:
             self._on_end_cancel.add(scope)
             try:
-                await self.idle_acked.wait()
+                await acked.wait()
                 return True
             finally:
                 self._on_end_cancel.discard(scope)
@@ -339,6 +351,7 @@ class Connection(Handshake):
         elif isinstance(frame, DescriptorFrame):
             self._add_descriptor(frame)
         elif isinstance(frame, GoingIdleAck):
-            self.idle_acked.set()
+            if self._idle_acked is not None:  # an ack we never asked for changes nothing
+                self._idle_acked.set()
         else:  # a gateway-side frame type cannot reach here: the registry excludes them
             raise AssertionError(f"unhandled frame {frame!r}")

@@ -47,6 +47,7 @@ import logging
 from collections import deque
 from collections.abc import Callable, Hashable
 from contextlib import AsyncExitStack
+from contextlib import nullcontext as _no_shield
 from typing import Literal
 
 import trio
@@ -131,6 +132,13 @@ class InboundPipeline:
         self._early: list[InboundItem] | None = []
         self._nursery: trio.Nursery | None = None
         self._intercepts: list[Intercept] = []
+        self._start: Callable[[], None] | None = None
+
+    def start_on_first_frame(self, start: Callable[[], None]) -> None:
+        """Have ``start()`` (which starts :meth:`run`) called when the first frame is
+        submitted, not before: a relay that receives nothing runs no pipeline task.
+        (For a store with nothing to load; a durable one is opened at once.)"""
+        self._start = start
 
     def add_intercept(self, check: Intercept) -> None:
         """Offer every new message to ``check`` at submit (see "Intercepts" above)."""
@@ -156,6 +164,9 @@ class InboundPipeline:
             if self._draining.is_set():
                 logger.debug("inbound: relay closing; %s left to the connector", frame.TYPE)
             elif self._early is not None:
+                if self._start is not None:
+                    start, self._start = self._start, None
+                    start()
                 if isinstance(frame, InterruptInbound):
                     self._early.append(frame)
                 elif self._queue.has_room(frame.buffer_id is not None, frame.TYPE):
@@ -206,32 +217,38 @@ class InboundPipeline:
 
     # --- the pipeline's tasks ---------------------------------------------------------
 
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(
+        self,
+        shield: trio.CancelScope | None = None,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
         """Run for the relay's whole life; returns only by cancellation.
 
         Opens the dedupe store and loads its recent keys before anything is handled;
         ``await nursery.start(pipeline.run)`` returns once it has. Frames submitted
         before that are kept (within the queue bound) and admitted right after.
         """
-        config = self._config
-        store = config.dedupe_store
-        if store is None:
-            store = (
-                MemoryDedupeStore() if config.dedupe_path is None
-                else SqliteDedupeStore(config.dedupe_path)
-            )
-        async with AsyncExitStack() as stack:
-            await self._keys.attach(await stack.enter_async_context(
-                store.open(namespace=self._namespace, capacity=self._window, stats=self._stats)
-            ))
-            self._nursery = await stack.enter_async_context(trio.open_nursery())
-            self._interrupts.start(self._nursery)
-            early, self._early = self._early or [], None
-            self._queue.change(-sum(not isinstance(f, InterruptInbound) for f in early))
-            for frame in early:
-                self.submit(frame)
-            task_status.started()
-            await trio.sleep_forever()
+        with shield or _no_shield():
+            config = self._config
+            store = config.dedupe_store
+            if store is None:
+                store = (
+                    MemoryDedupeStore() if config.dedupe_path is None
+                    else SqliteDedupeStore(config.dedupe_path)
+                )
+            async with AsyncExitStack() as stack:
+                await self._keys.attach(await stack.enter_async_context(
+                    store.open(namespace=self._namespace, capacity=self._window, stats=self._stats)
+                ))
+                self._nursery = await stack.enter_async_context(trio.open_nursery())
+                self._interrupts.start(self._nursery)
+                early, self._early = self._early or [], None
+                self._queue.change(-sum(not isinstance(f, InterruptInbound) for f in early))
+                for frame in early:
+                    self.submit(frame)
+                task_status.started()
+                await trio.sleep_forever()
 
     async def drain(self) -> None:
         """Start no new handler and return once none runs (the caller bounds the wait,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any
 
 import trio
 
@@ -116,14 +115,19 @@ async def open_relay(
         async with trio.open_nursery() as nursery:
             # Our tasks are shielded from a cancellation of the caller's scope until
             # _shutdown is over: the drain and the closing handshake need the reader.
+            # Each task enters its scope itself (no wrapper frame per task).
             shields = [trio.CancelScope(shield=True) for _ in range(2)]
 
-            async def shielded(scope: trio.CancelScope, task: Callable[[], Awaitable[Any]]) -> None:
-                with scope:
-                    await task()
+            def start_pipeline() -> None:
+                nursery.start_soon(pipeline.run, shields[0])
 
-            nursery.start_soon(shielded, shields[0], pipeline.run)
-            nursery.start_soon(shielded, shields[1], relay._supervisor.run)
+            if config.dedupe_store is None and config.dedupe_path is None:
+                # The in-memory store has nothing to load: the pipeline's task starts
+                # with the first inbound frame, so an idle relay does without it.
+                pipeline.start_on_first_frame(start_pipeline)
+            else:
+                start_pipeline()  # a durable store is opened (and its keys loaded) now
+            nursery.start_soon(relay._supervisor.run, shields[1])
             if policy is not None:
                 nursery.start_soon(declare_policy, relay, routes_http, policy)
             try:

@@ -107,7 +107,9 @@ async def serve_connection(
             if await conn.handshake(identities, config.handshake_timeout):
                 stats.missing_descriptors = []
                 hooks.on_up(conn)
-                await _watch_descriptors(conn, config, stats, endpoint)
+                if not conn.all_descriptors.is_set():
+                    nursery.start_soon(_watch_descriptors, conn, config, stats, endpoint)
+                await conn.run_timer()
             # Connection.end() cancels this nursery, this wait included.
             await conn.ended.wait()
     finally:

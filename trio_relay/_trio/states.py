@@ -47,7 +47,8 @@ class StateChanges(AsyncIterator[tuple[State, State, str]]):
 
     def close(self) -> None:
         """Stop receiving changes (also happens when the iterator is garbage)."""
-        self._feed._subscribers.discard(self)
+        if self._feed._subscribers is not None:
+            self._feed._subscribers.discard(self)
         self._done = True
         self._wakeup.set()
 
@@ -77,19 +78,32 @@ class StateFeed:
     def __init__(self, state: State, *, maxlen: int = BUFFERED_CHANGES) -> None:
         self.state = state
         self._maxlen = maxlen
-        self._subscribers: weakref.WeakSet[StateChanges] = weakref.WeakSet()
-        self._changed = trio.Event()
+        # Both made when first needed: most relays never have a subscriber, and an
+        # idle one waits for no change (each costs bytes in every relay otherwise).
+        self._subscribers: weakref.WeakSet[StateChanges] | None = None
+        self._next_change: trio.Event | None = None
+
+    @property
+    def _changed(self) -> trio.Event:
+        """Set at the next change of state."""
+        if self._next_change is None:
+            self._next_change = trio.Event()
+        return self._next_change
 
     def publish(self, change: Change) -> None:
         self.state = change.new
-        for subscriber in list(self._subscribers):
-            subscriber._push(change)
-        self._changed.set()
-        self._changed = trio.Event()
+        if self._subscribers:
+            for subscriber in list(self._subscribers):
+                subscriber._push(change)
+        changed, self._next_change = self._next_change, None
+        if changed is not None:
+            changed.set()
 
     def subscribe(self) -> StateChanges:
         subscriber = StateChanges(self, self._maxlen)
         if not subscriber._done:
+            if self._subscribers is None:
+                self._subscribers = weakref.WeakSet()
             self._subscribers.add(subscriber)
         return subscriber
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext as _no_shield
 from dataclasses import dataclass
 
 import trio
@@ -52,33 +53,39 @@ class Supervisor:
     mint: Callable[[], str | None]
     hooks: ConnectionHooks
 
-    async def run(self) -> None:
-        """Dial until the lifecycle says stop (revoked, or the relay is closing)."""
-        lifecycle = self.lifecycle
-        while not lifecycle.closing:
-            end = await serve_connection(
-                endpoint=self.endpoint,
-                config=self.config,
-                stats=self.stats,
-                identities=self.identities,
-                mint_token=self.mint,
-                hooks=self.hooks,
-            )
-            self.stats.last_end_cause = end.cause
-            step, changes = lifecycle.after(end)
-            for change in changes:
-                self.publish(change)
-            if not isinstance(step, Redial):
-                if step.state is State.REVOKED:
-                    logger.warning("relay %s: %s; not dialling again", self.endpoint, step.cause)
-                return
-            logger.log(
-                logging.WARNING if step.warn else logging.INFO,
-                "relay %s: %s; next attempt in %.3g s",
-                self.endpoint,
-                step.note,
-                step.delay,
-            )
-            if step.delay > 0:
-                await trio.sleep(step.delay)
-            # (No sleep(0) for an immediate redial: the dial itself is a checkpoint.)
+    async def run(self, shield: trio.CancelScope | None = None) -> None:
+        """Dial until the lifecycle says stop (revoked, or the relay is closing).
+        ``shield``: run inside it (``open_relay`` shields its tasks until shutdown is
+        over; a scope taken here costs no wrapper task frame)."""
+        with shield or _no_shield():
+            lifecycle = self.lifecycle
+            while not lifecycle.closing:
+                end = await serve_connection(
+                    endpoint=self.endpoint,
+                    config=self.config,
+                    stats=self.stats,
+                    identities=self.identities,
+                    mint_token=self.mint,
+                    hooks=self.hooks,
+                )
+                self.stats.last_end_cause = end.cause
+                step, changes = lifecycle.after(end)
+                for change in changes:
+                    self.publish(change)
+                if not isinstance(step, Redial):
+                    if step.state is State.REVOKED:
+                        logger.warning(
+                            "relay %s: %s; not dialling again", self.endpoint, step.cause
+                        )
+                    return
+                logger.log(
+                    logging.WARNING if step.warn else logging.INFO,
+                    "relay %s: %s; next attempt in %.3g s",
+                    self.endpoint,
+                    step.note,
+                    step.delay,
+                )
+                if step.delay > 0:
+                    await trio.sleep(step.delay)
+                # (No sleep(0) for an immediate redial: the dial itself is a checkpoint.)
+

@@ -361,6 +361,12 @@ async def upgrade(
         if protocol.handshake_exc is not None:
             raise _refused(protocol.handshake_exc, events) from None
         if events:
+            # The protocol's parser keeps the 101 response alive for the connection's
+            # whole life (a local of its generator); its headers are of no further use,
+            # so they are dropped here rather than held by every idle relay.
+            response = events[0]
+            if isinstance(response, Response):
+                response.headers.clear()
             return WebSocket(stream, protocol, events[1:])
         if not data:
             raise UpgradeFailed(Refusal("upgrade failed: connection closed before the answer"))
