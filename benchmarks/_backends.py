@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeVar
 import trio
 
 import trio_relay
+from trio_relay.testing import live_tasks
 
 from ._control import AsyncioControl, ConnectorProcess, TrioControl
 from .baseline import BaselineConfig, BaselineRelay
@@ -108,6 +109,10 @@ class Backend(abc.ABC):
     def config(self, overrides: Overrides) -> dict[str, Any]:
         """The full configuration these overrides give, for the JSON report."""
 
+    @abc.abstractmethod
+    def tasks_now(self) -> int:
+        """Tasks alive in the running event loop (called from inside :meth:`run`)."""
+
 
 # --- trio_relay ---------------------------------------------------------------------
 
@@ -190,6 +195,9 @@ class TrioRelayBackend(Backend):
         finally:
             await ctl.aclose()
 
+    def tasks_now(self) -> int:
+        return len(live_tasks())
+
     def config(self, overrides: Overrides) -> dict[str, Any]:
         config = dataclasses.asdict(relay_config(overrides))
         for name in ("ssl_context", "wall_clock", "rng"):  # not data: left out of the report
@@ -258,6 +266,9 @@ class BaselineBackend(Backend):
             yield ctl
         finally:
             await ctl.aclose()
+
+    def tasks_now(self) -> int:
+        return len(asyncio.all_tasks())
 
     def config(self, overrides: Overrides) -> dict[str, Any]:
         return dataclasses.asdict(BaselineConfig(**overrides))

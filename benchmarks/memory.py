@@ -51,12 +51,12 @@ async def _child(backend: Backend, url: str, n: int) -> None:
         await open_some(WARM)
         await backend.sleep(SETTLE)
         gc.collect()
-        before = _rss_kib()
+        before, tasks_before = _rss_kib(), backend.tasks_now()
         await open_some(n)
         await backend.sleep(SETTLE)
         gc.collect()
-        after = _rss_kib()
-        _exit({"before": before, "after": after, "n": n})
+        after, tasks_after = _rss_kib(), backend.tasks_now()
+        _exit({"before": before, "after": after, "n": n, "tasks": tasks_after - tasks_before})
 
 
 def _exit(figures: dict[str, int]) -> None:
@@ -100,6 +100,16 @@ def run(ctx: Context) -> Result:
             "KiB",
             median([f["before"] for f in raw["trio_relay"]]),
             median([f["before"] for f in raw["baseline"]]),
+            len(tr),
+            len(bl),
+        )
+    )
+    result.rows.append(
+        Row(
+            "tasks per idle relay",
+            "",
+            median([f["tasks"] / n for f in raw["trio_relay"]]),
+            median([f["tasks"] / n for f in raw["baseline"]]),
             len(tr),
             len(bl),
         )

@@ -137,6 +137,7 @@ async def test_an_idle_connection_runs_two_tasks_and_the_writer_only_for_a_burst
         await trio.testing.wait_all_tasks_blocked()
         assert relay.stats.connection_tasks == 2
         assert relay_tasks() == idle
+        assert relay.stats.tasks == 2  # what stats report is what runs
         async with trio.open_nursery() as nursery:
             for _ in range(50):
                 nursery.start_soon(relay.request, SEND)
@@ -145,3 +146,4 @@ async def test_an_idle_connection_runs_two_tasks_and_the_writer_only_for_a_burst
         await trio.testing.wait_all_tasks_blocked()
         assert relay.stats.connection_tasks == 2  # the writer is gone again
         assert relay_tasks() == idle
+        assert relay.stats.tasks == 2

@@ -118,14 +118,21 @@ class Connection(Handshake):
         """Run the timer (pings, silence, write stalls, request deadlines) in the
         caller's task until the connection ends (then it is cancelled with the
         connection's nursery, or returns having ended it)."""
-        await self._counted(self._timer)
+        self._stats.connection_tasks += 1
+        try:
+            await self._timer()
+        finally:
+            self._stats.connection_tasks -= 1
 
     async def _counted(self, task: Callable[[], Awaitable[None]]) -> None:
-        self._stats.connection_tasks += 1
+        stats = self._stats
+        stats.connection_tasks += 1
+        stats.tasks += 1
         try:
             await task()
         finally:
-            self._stats.connection_tasks -= 1
+            stats.connection_tasks -= 1
+            stats.tasks -= 1
 
     def end(
         self, cause: str, code: int | None = None, reason: str | None = None, *, by_us: bool = False

@@ -66,7 +66,7 @@ from .._core.handlers import (
     PassthroughHandler,
     PreHandler,
 )
-from .._core.stats import RelayStats
+from .._core.stats import RelayStats, counted_task
 from .dead_letters import hand_off
 from .dedupe_sqlite import SqliteDedupeStore
 from .handler_call import HandlerCall
@@ -229,7 +229,7 @@ class InboundPipeline:
         ``await nursery.start(pipeline.run)`` returns once it has. Frames submitted
         before that are kept (within the queue bound) and admitted right after.
         """
-        with shield or _no_shield():
+        with shield or _no_shield(), counted_task(self._stats):
             config = self._config
             store = config.dedupe_store
             if store is None:
@@ -275,29 +275,30 @@ class InboundPipeline:
         # One task per active lane: handles its deliveries one by one, in order, then
         # removes the lane. The check and the removal have no checkpoint between them,
         # so submit() never appends to a lane whose task has already finished.
-        while lane:
-            async with self._slots:
-                if not lane:  # emptied by drain() while we waited for the slot
-                    break
-                delivery = lane.popleft()
-                self._queue.change(-1)
-                retry = await self._attempt(delivery, first=True)
-            while retry is not None:
-                # The slot is free during the backoff; the lane (the chat) waits.
-                with trio.move_on_after(retry):
-                    try:
-                        await self._draining.wait()
-                    except BaseException:  # cancelled: not handled, never acked
-                        self._keys.release(delivery)
-                        raise
-                if self._draining.is_set():
-                    self._keys.release(delivery)
-                    logger.warning("inbound: retry of %s abandoned: relay closing; not "
-                                   "acked", delivery.label)
-                    break
+        with counted_task(self._stats):
+            while lane:
                 async with self._slots:
-                    retry = await self._attempt(delivery, first=False)
-        del self._lanes[lane_key]
+                    if not lane:  # emptied by drain() while we waited for the slot
+                        break
+                    delivery = lane.popleft()
+                    self._queue.change(-1)
+                    retry = await self._attempt(delivery, first=True)
+                while retry is not None:
+                    # The slot is free during the backoff; the lane (the chat) waits.
+                    with trio.move_on_after(retry):
+                        try:
+                            await self._draining.wait()
+                        except BaseException:  # cancelled: not handled, never acked
+                            self._keys.release(delivery)
+                            raise
+                    if self._draining.is_set():
+                        self._keys.release(delivery)
+                        logger.warning("inbound: retry of %s abandoned: relay closing; not "
+                                       "acked", delivery.label)
+                        break
+                    async with self._slots:
+                        retry = await self._attempt(delivery, first=False)
+            del self._lanes[lane_key]
 
     async def _attempt(self, delivery: Delivery, *, first: bool) -> float | None:
         """Run ``delivery`` once; returns the delay before a retry, or ``None`` when

@@ -177,5 +177,10 @@ def _as_raised(
         return stop
     if len(group.exceptions) == 1:
         sole: BaseException = group.exceptions[0]
-        return sole if raised_in_block is None else raised_in_block
+        if raised_in_block is None or isinstance(raised_in_block, trio.Cancelled):
+            # The block was cancelled because one of our tasks failed (the nursery
+            # absorbed that Cancelled): the failure is what the caller must see, not
+            # a Cancelled from a scope that is gone.
+            return sole
+        return raised_in_block
     return None
