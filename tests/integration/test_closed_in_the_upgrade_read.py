@@ -10,9 +10,9 @@ from __future__ import annotations
 import struct
 
 import trio
+from test_dial_failures import _read_head, accept_for
 
 import trio_relay
-from test_dial_failures import _read_head, accept_for
 from trio_relay import RelayConfig
 
 
