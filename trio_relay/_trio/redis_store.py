@@ -300,7 +300,11 @@ class _RedisSession:
             if self._down_since is None:
                 self._outage(None)
             self._commits.extend(commits)  # written once the store is back
-            for p in claims:
+            # Claims queued while this round was in flight saw the store up, so they
+            # wait in ``_claims``; from now on run() only probes, and they would wait
+            # for the end of the outage. They fail open now, with this round's own.
+            late, self._claims = self._claims, []
+            for p in (*claims, *late):
                 self._stats.dedupe_store_fail_open += 1
                 p.done.set()
             return

@@ -1,0 +1,101 @@
+"""``RedisDedupeStore`` when the server goes away in the middle of a round trip.
+
+The store's timing (the ``timeout`` bound, fail open) under a mock clock, with a stand-in
+for the coredis client passed through the public seam ``RedisDedupeStore.from_client``:
+a server that answers until the test kills it, then either never answers or drops the
+connection. The real server is exercised in ``tests/integration/test_redis_store.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import pytest
+import trio
+import trio.testing
+
+from trio_relay import RedisDedupeStore, RelayStats
+from trio_relay._core.dedupe import Claim
+
+Failure = Literal["no answer", "connection lost"]
+TIMEOUT = 0.2
+
+
+class DyingRedis:
+    """Enough of a ``coredis.Redis`` for the store: ``async with``, one registered
+    script, ``ping``. Every claim is new while it is up; once ``kill`` is set, a call
+    in flight hangs (``no answer``) or fails when ``cut`` is set (``connection lost``),
+    and so does every later one."""
+
+    def __init__(self) -> None:
+        self.kill: Failure | None = None
+        self.in_flight = trio.Event()  # a round has reached the dead server
+        self.cut = trio.Event()
+        self.rounds = 0
+
+    async def __aenter__(self) -> DyingRedis:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    def register_script(self, source: str) -> Any:
+        return self._round
+
+    async def _round(self, *, keys: list[str], args: list[Any]) -> list[int]:
+        self.rounds += 1
+        if self.kill is not None:
+            await self._die()
+        return [0] * int(args[3])  # ARGV[4]: how many of the keys are claims
+
+    async def ping(self) -> bytes:
+        await self._die()
+        raise AssertionError("unreachable")
+
+    async def _die(self) -> None:
+        self.in_flight.set()
+        if self.kill == "no answer":
+            await trio.sleep_forever()
+        await self.cut.wait()
+        raise ConnectionError("Connection lost while receiving response")
+
+
+@pytest.mark.parametrize("failure", ["no answer", "connection lost"])
+async def test_a_claim_queued_behind_the_round_that_fails_runs_fail_open_within_the_timeout(
+    autojump_clock: trio.testing.MockClock, failure: Failure
+) -> None:
+    # The flake of test_percent_encoded_password_is_decoded_and_never_shown: m1's commit
+    # goes out as the server stops; m2's claim queues while that round waits, and the
+    # round's failure starts the outage. m2 must then run fail open, not wait for the
+    # store to come back (it never does here).
+    redis = DyingRedis()
+    stats = RelayStats()
+    store = RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+    answers: list[tuple[Claim, float]] = []
+
+    async def claim(key: str) -> None:
+        answer = await session.claim(key)
+        answers.append((answer, trio.current_time()))
+
+    with trio.fail_after(10 * TIMEOUT):
+        async with store.open(namespace="gw-a", capacity=16, stats=stats) as session:
+            assert await session.claim("slack:C1:m1") is Claim.NEW
+            redis.kill = failure
+            session.commit("slack:C1:m1")  # its round reaches the dying server
+            await redis.in_flight.wait()
+            start = trio.current_time()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(claim, "slack:C1:m2")  # queued behind that round
+                await trio.testing.wait_all_tasks_blocked()
+                assert answers == [] and redis.rounds == 2
+                redis.cut.set()
+            lost = failure == "connection lost"
+            # Answered by the failure itself: at once if the connection drops, after
+            # the store's timeout if the server just never answers.
+            assert answers == [(Claim.NEW, start if lost else start + TIMEOUT)]
+            assert stats.dedupe_store_outages == 1
+            assert stats.dedupe_store_fail_open == 1
+            # Later claims do not wait on the store at all while it is down.
+            assert await session.claim("slack:C1:m3") is Claim.NEW
+            assert stats.dedupe_store_fail_open == 2
+            assert redis.rounds == 2
