@@ -14,6 +14,7 @@ from trio_relay._core.codec import (
     RejectedFrame,
     encode_frame,
     encode_line,
+    encode_wire,
     pack_lines,
 )
 from trio_relay._core.frames import (
@@ -57,6 +58,23 @@ def test_encode_line_refuses_non_json_floats(value: float) -> None:
 def test_encode_line_refuses_unserialisable_values() -> None:
     with pytest.raises(TypeError):
         encode_line({"x": object()})
+
+
+def test_encode_line_refuses_a_self_containing_value_as_a_value_error() -> None:
+    # The prebuilt encoder keeps no circular-reference markers: the recursion it runs
+    # into must still come out as the ValueError json.dumps raises, which request()
+    # reports as "not JSON-serialisable" (a RecursionError would escape it).
+    loop: list[object] = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        encode_line({"x": loop})
+    with pytest.raises(ValueError, match="Circular reference"):
+        encode_wire({"x": loop})
+
+
+def test_encode_wire_is_encode_line_as_utf8() -> None:
+    obj = {"type": "outbound", "t": "héllo 👋", "n": [1, 2.5, None, True]}
+    assert encode_wire(obj) == encode_line(obj).encode("utf-8")
 
 
 def test_encode_frame() -> None:

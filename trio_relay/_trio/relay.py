@@ -168,7 +168,10 @@ class Relay(StateMethods, AdapterMethods):
     def _encode_request(
         self, action: Mapping[str, Any], platform: str | None, routed_bot_id: str | None = None
     ) -> tuple[str, bytes, str]:
-        if not isinstance(action, Mapping) or not isinstance(action.get("op"), str):
+        # (A dict first: isinstance against the Mapping ABC is the slow path.)
+        if (type(action) is not dict and not isinstance(action, Mapping)) or not isinstance(
+            action.get("op"), str
+        ):
             raise TypeError("action must be a mapping with a string 'op', e.g. {'op': 'send', ...}")
         if platform is not None and platform not in self._bot_ids:
             raise ValueError(
