@@ -33,7 +33,7 @@ async def test_a_result_for_a_frame_not_yet_written_is_rejected() -> None:
             outcomes.append(await relay.request(SEND))
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(one)  # writes directly, and blocks in the write
+            nursery.start_soon(one)  # its frame goes out first; the write blocks
             await trio.testing.wait_all_tasks_blocked()
             nursery.start_soon(one)  # queued behind it: not a byte of it has left
             await trio.testing.wait_all_tasks_blocked()

@@ -189,8 +189,12 @@ class Connection(Handshake):
             return _outcome.write_failed("connection already ended")
         waiter = Waiter(request_id, line, deadline, timeout)
         ws = self.ws
+        # Only on plain TCP, which takes a write without waiting: on any other stream
+        # (TLS, a test's wrapper) a request that wrote itself could block on a full
+        # socket past its own deadline, so its frame goes to the writer instead.
         direct = (
-            ws.idle
+            ws.can_write_now
+            and ws.idle
             and ws.can_send
             and not self._writer_running
             and not self.burst
@@ -202,10 +206,7 @@ class Connection(Handshake):
         self._expiry.add(waiter)
         try:
             if direct:
-                if ws.can_write_now:
-                    self._write_now(waiter)
-                else:
-                    await self._write_directly(waiter)
+                self._write_now(waiter)
             return await waiter.wait()
         except BaseException:
             # Cancelled: leave no trace, so a late result is ignored and the writer
@@ -229,28 +230,6 @@ class Connection(Handshake):
                 self._start_writer()
         except WriteFailed as exc:
             self._write_failed(exc)
-        waiter.mark_written()
-
-    async def _write_directly(self, waiter: Waiter) -> None:
-        # The same for other streams (TLS, test wrappers), which write in this task. No
-        # cancel scope (one costs more than the rest of a request): the caller checked
-        # it is not cancelled, so the write cannot be interrupted before its first
-        # byte, and on an idle socket it almost always completes at once. If the socket
-        # makes it wait and it is cancelled there, part of a frame may be on the wire:
-        # nothing else can follow it, so the connection ends. A write that waits too
-        # long is the timer's to end (see _timer).
-        waiter.mark_sending()
-        self.burst = True
-        self.ws.send_text(waiter.line)
-        self._count_sent(1)
-        try:
-            await self.ws.flush()
-        except WriteFailed as exc:
-            self._write_failed(exc)
-        except BaseException:
-            if self.is_open:
-                self.end("write interrupted: a request was cancelled in the middle of it")
-            raise
         waiter.mark_written()
 
     def _expired(self, waiter: Waiter) -> None:
