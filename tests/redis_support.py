@@ -117,34 +117,28 @@ def _require() -> None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
 
 
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+def _served(
+    tmp_path: Path, password: str | None = None, tls: bool = False
+) -> Iterator[RedisServer]:
     _require()
-    server = RedisServer(tmp_path)
+    server = RedisServer(tmp_path, password=password, tls=tls)
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    yield from _served(tmp_path)
 
 
 @pytest.fixture
 def redis_server_tls(tmp_path: Path) -> Iterator[RedisServer]:
-    _require()
-    server = RedisServer(tmp_path, password="tls-pw", tls=True)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _served(tmp_path, password="tls-pw", tls=True)
 
 
 @pytest.fixture
 def redis_server_with_password(tmp_path: Path) -> Iterator[RedisServer]:
-    _require()
-    server = RedisServer(tmp_path, password="s3cr:t/p@ss")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    yield from _served(tmp_path, password="s3cr:t/p@ss")

@@ -7,23 +7,16 @@ error used to escape ``open_relay``."""
 
 from __future__ import annotations
 
-import struct
-
 import trio
-from test_dial_failures import _read_head, accept_for
+from upgrade_support import accept_for, close_frame, read_head
 
 import trio_relay
 from trio_relay import RelayConfig
 
 
-def close_frame(code: int, reason: bytes) -> bytes:
-    payload = struct.pack("!H", code) + reason
-    return bytes([0x88, len(payload)]) + payload  # FIN + close, unmasked (server side)
-
-
 async def test_a_close_in_the_read_of_the_101_ends_the_link_without_raising() -> None:
     async def accept_then_close(stream: trio.SocketStream) -> None:
-        head = await _read_head(stream)
+        head = await read_head(stream)
         await stream.send_all(
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
             b"Connection: Upgrade\r\nSec-WebSocket-Accept: "

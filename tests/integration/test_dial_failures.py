@@ -9,10 +9,8 @@ wrapping the real dialer (its ``dials`` are the mock times of each attempt).
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
-import hashlib
 import logging
 import socket
 import struct
@@ -23,6 +21,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from upgrade_support import accept_for, read_head
 
 import trio_relay
 from trio_relay import RelayConfig, State, UpgradeAuth
@@ -41,16 +40,6 @@ class RawServer:
         return f"http://127.0.0.1:{self.port}"
 
 
-async def _read_head(stream: trio.SocketStream) -> bytes:
-    head = b""
-    while b"\r\n\r\n" not in head:
-        data = await stream.receive_some(65536)
-        if not data:
-            break
-        head += data
-    return head
-
-
 @pytest.fixture
 async def serve_raw() -> AsyncIterator[Callable[[Answer], Awaitable[RawServer]]]:
     async with trio.open_nursery() as nursery:
@@ -66,7 +55,7 @@ async def serve_raw() -> AsyncIterator[Callable[[Answer], Awaitable[RawServer]]]
 
         async def _handle(stream: trio.SocketStream, answer: Answer, server: RawServer) -> None:
             async with stream:
-                head = await _read_head(stream)
+                head = await read_head(stream)
                 server.requests.append(head)
                 with contextlib.suppress(trio.BrokenResourceError):
                     await answer(stream, head)
@@ -82,16 +71,6 @@ def reply(status_line: str, *headers: str, body: bytes = b"") -> Answer:
         await trio.sleep_forever()  # the client must not wait for us to close
 
     return answer
-
-
-def accept_for(head: bytes) -> str:
-    key = next(
-        line.split(b":", 1)[1].strip()
-        for line in head.split(b"\r\n")
-        if line.lower().startswith(b"sec-websocket-key:")
-    )
-    digest = hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest()
-    return base64.b64encode(digest).decode()
 
 
 def config(dialer: FaultDialer, **overrides: Any) -> RelayConfig:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import trio
+from upgrade_support import read_head
 
 import trio_relay
 from trio_relay import RelayConfig
@@ -53,12 +54,9 @@ async def proxy() -> AsyncIterator[Proxy]:
     state: list[Proxy] = []
 
     async def handle(client: trio.SocketStream) -> None:
-        head = b""
-        while b"\r\n\r\n" not in head:
-            data = await client.receive_some(4096)
-            if not data:
-                return
-            head += data
+        head = await read_head(client)
+        if b"\r\n\r\n" not in head:
+            return  # the client went away mid-request
         me = state[0]
         me.requests.append(head)
         if not me.answer.startswith(b"HTTP/1.1 200"):

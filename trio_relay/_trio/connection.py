@@ -43,11 +43,11 @@ from .._core.frames import (
     PassthroughFrame,
 )
 from .._core.outcome import Outcome
-from .._core.stats import RelayStats
+from .._core.stats import RelayStats, counted_task
 from .connection_handshake import Handshake
 from .outbox import Line, Outbox
 from .waiters import Expiry, Waiter
-from .websocket import WebSocket, WebSocketEnded, WriteFailed
+from .websocket import WebSocket, WebSocketEnded
 
 logger = logging.getLogger("trio_relay")
 
@@ -90,7 +90,7 @@ class Connection(Handshake):
         self._drained: trio.Event | None = None
         self._closing_info: tuple[str, int, str, bool] | None = None
         self._on_end_cancel: set[trio.CancelScope] = set()
-        """Waits that must end with the connection (pings, go_idle, direct writes)."""
+        """Waits that must end with the connection (pings, go_idle)."""
         self._writer_running = False
         self.burst = False
         """More than one request is likely to be made in this scheduler pass, so they
@@ -125,14 +125,12 @@ class Connection(Handshake):
             self._stats.connection_tasks -= 1
 
     async def _counted(self, task: Callable[[], Awaitable[None]]) -> None:
-        stats = self._stats
-        stats.connection_tasks += 1
-        stats.tasks += 1
+        self._stats.connection_tasks += 1
         try:
-            await task()
+            with counted_task(self._stats):
+                await task()
         finally:
-            stats.connection_tasks -= 1
-            stats.tasks -= 1
+            self._stats.connection_tasks -= 1
 
     def end(
         self, cause: str, code: int | None = None, reason: str | None = None, *, by_us: bool = False
@@ -222,14 +220,7 @@ class Connection(Handshake):
         # the writer, so the request's own deadline is never stuck behind a full socket.
         waiter.mark_sending()
         self.burst = True
-        ws = self.ws
-        ws.send_text(waiter.line)
-        self._count_sent(1)
-        try:
-            if not ws.write_now():
-                self._start_writer()
-        except WriteFailed as exc:
-            self._write_failed(exc)
+        self._send_now(waiter.line, 1)
         waiter.mark_written()
 
     def _expired(self, waiter: Waiter) -> None:

@@ -17,7 +17,6 @@ from .._core.descriptor import Descriptor
 from .._core.frames import DescriptorFrame, FrameError, Hello
 from .connection_timer import Timer
 from .outbox import MAX_BATCH_FRAMES
-from .websocket import WriteFailed
 
 logger = logging.getLogger("trio_relay")
 
@@ -57,13 +56,7 @@ class Handshake(Timer):
         ):
             # A fresh socket takes the hellos at once: written here, in one message,
             # they save starting the writer (part of every redial's time).
-            ws.send_text(b"".join(lines))
-            self._count_sent(len(lines))
-            try:
-                if not ws.write_now():
-                    self._start_writer()
-            except WriteFailed as exc:
-                self._write_failed(exc)
+            self._send_now(b"".join(lines), len(lines))
         else:
             for line in lines:
                 self.send_line(line)

@@ -56,6 +56,19 @@ class SendSide:
 
         async def _counted(self, task: Callable[[], Awaitable[None]]) -> None: ...
 
+    def _send_now(self, payload: bytes, frames: int) -> None:
+        """Frame ``payload`` (``frames`` lines) as one message and hand the socket what
+        it takes now, never waiting (plain TCP only: ``ws.can_write_now``); the rest is
+        the writer's. A failed write is taken as any other (see :meth:`_write_failed`)."""
+        ws = self.ws
+        ws.send_text(payload)
+        self._count_sent(frames)
+        try:
+            if not ws.write_now():
+                self._start_writer()
+        except WriteFailed as exc:
+            self._write_failed(exc)
+
     def _start_writer(self) -> None:
         if not self._writer_running and self.is_open:
             self._writer_running = True

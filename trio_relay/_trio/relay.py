@@ -158,10 +158,10 @@ class Relay(StateMethods, AdapterMethods):
             ready = await self._wait_ready(op, platform, deadline, timeout)
         if ready is None:
             outcome = _outcome.not_connected(self.state.value)
-        elif type(ready) is Outcome:
-            outcome = ready
+        elif isinstance(ready, Connection):
+            outcome = await ready.request(request_id, line, deadline, timeout)
         else:
-            outcome = await ready.request(request_id, line, deadline, timeout)  # type: ignore[union-attr]
+            outcome = ready  # a refusal: nothing is sent
         self.stats.requests[_outcome_label(outcome)] += 1
         return outcome
 

@@ -85,29 +85,16 @@ class SocketStream(trio.abc.HalfCloseableStream):
             return data
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        sock = self.socket
-        if self._closed:
-            raise trio.ClosedResourceError("the stream was closed")
         total = len(data)
-        try:
-            sent = sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise self._translate(exc) from exc
+        sent = self.send_nowait(data)
         if sent == total:
             return
         view = memoryview(data)
         while sent < total:
-            await _wait_writable(sock)
-            try:
-                sent += sock.send(view[sent:])
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                raise self._translate(exc) from exc
+            await _wait_writable(self.socket)
+            sent += self.send_nowait(view[sent:])
 
-    def send_nowait(self, data: bytes) -> int:
+    def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
         """Write what the kernel takes now, without waiting; the bytes taken (maybe 0).
         For a caller that must not block on the socket (see ``WebSocket.write_now``)."""
         if self._closed:

@@ -18,7 +18,7 @@ import trio
 from .._core.config import Identity, RelayConfig, UpgradeAuth
 from .._core.lifecycle import Change, Lifecycle, Redial
 from .._core.state import State
-from .._core.stats import RelayStats
+from .._core.stats import RelayStats, counted_task
 from .._core.token import mint_token
 from .dial import Endpoint
 from .serve import ConnectionHooks, serve_connection
@@ -57,12 +57,8 @@ class Supervisor:
         """Dial until the lifecycle says stop (revoked, or the relay is closing).
         ``shield``: run inside it (``open_relay`` shields its tasks until shutdown is
         over; a scope taken here costs no wrapper task frame)."""
-        self.stats.tasks += 1
-        try:
-            with shield or _no_shield():
-                await self._redial_loop()
-        finally:
-            self.stats.tasks -= 1
+        with counted_task(self.stats), shield or _no_shield():
+            await self._redial_loop()
 
     async def _redial_loop(self) -> None:
         lifecycle = self.lifecycle

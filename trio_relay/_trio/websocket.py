@@ -105,10 +105,10 @@ class WebSocket:
         "_pending",
         "_pongs",
         "_protocol",
+        "_send_nowait",
         "_write_done",
         "_writing",
         "broken",
-        "can_write_now",
         "end",
         "last_received",
         "on_pending",
@@ -134,8 +134,7 @@ class WebSocket:
         """When any byte last arrived: the connection's proof of life."""
         self.on_pending: Callable[[], None] | None = None
         """Called when receiving framed an answer (pong, close echo) that needs a flush."""
-        self.can_write_now = isinstance(stream, SocketStream)
-        """The stream takes a write without waiting (:meth:`write_now`): plain TCP."""
+        self._send_nowait = stream.send_nowait if isinstance(stream, SocketStream) else None
 
     # --- state -------------------------------------------------------------------------
 
@@ -143,6 +142,11 @@ class WebSocket:
     def can_send(self) -> bool:
         """Open for data frames (not closing, not ended, not broken)."""
         return self.end is None and not self.broken and self._protocol.state is State.OPEN
+
+    @property
+    def can_write_now(self) -> bool:
+        """The stream takes a write without waiting (:meth:`write_now`): plain TCP."""
+        return self._send_nowait is not None
 
     @property
     def idle(self) -> bool:
@@ -267,12 +271,13 @@ class WebSocket:
         is left. What the socket did not take stays pending, in order, for a
         :meth:`flush`: a request's own write therefore never blocks its task, and a full
         socket is the writer's to wait on. Raises :class:`WriteFailed`."""
-        if self._writing or self.broken or not self._pending:
+        send_nowait = self._send_nowait
+        if send_nowait is None or self._writing or self.broken or not self._pending:
             return not self._pending
         chunks = self._pending
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         try:
-            sent = self.stream.send_nowait(data)  # type: ignore[attr-defined]
+            sent = send_nowait(data)
         except STREAM_ERRORS as exc:
             self.broken = True
             raise WriteFailed(describe_error(exc)) from exc
