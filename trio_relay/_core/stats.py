@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 
@@ -60,11 +58,22 @@ class RelayStats:
     """Deliveries run without the store's answer during an outage (a repeat beats a loss)."""
 
 
-@contextmanager
-def counted_task(stats: RelayStats) -> Iterator[None]:
-    """Count the task that runs this block in ``stats.tasks``."""
-    stats.tasks += 1
-    try:
-        yield
-    finally:
-        stats.tasks -= 1
+class counted_task:
+    """Count the task that runs this block in ``stats.tasks``. (Lower case: it is used
+    like a function, ``with counted_task(stats):``.)
+
+    A class, not a ``@contextmanager``: each long-lived task holds its block's manager
+    for its whole life, and a generator-based one (generator, frame and wrapper) costs
+    about 600 bytes per task where this costs 48.
+    """
+
+    __slots__ = ("_stats",)
+
+    def __init__(self, stats: RelayStats) -> None:
+        self._stats = stats
+
+    def __enter__(self) -> None:
+        self._stats.tasks += 1
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stats.tasks -= 1

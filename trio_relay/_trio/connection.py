@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import trio
 
@@ -43,7 +43,7 @@ from .._core.frames import (
     PassthroughFrame,
 )
 from .._core.outcome import Outcome
-from .._core.stats import RelayStats, counted_task
+from .._core.stats import RelayStats
 from .connection_handshake import Handshake
 from .outbox import Line, Outbox
 from .waiters import Expiry, Waiter
@@ -81,16 +81,21 @@ class Connection(Handshake):
         self.descriptors: dict[str, Descriptor] = {}
         """Platform → descriptor, for the hello'd platforms only, in arrival order."""
         self._platforms: frozenset[str] = frozenset()
-        self.first_descriptor = trio.Event()
-        self.all_descriptors = trio.Event()
-        self.ended = trio.Event()
+        # The events below are made only by whoever waits on them: an idle relay holds
+        # thousands of connections' worth of them otherwise (an Event is ~270 bytes).
+        self._descriptor_came: trio.Event | None = None
+        """Made by the handshake's wait for the first descriptor, dropped after it."""
+        self._all_descriptors: trio.Event | None = None
+        """Made by :meth:`wait_all_descriptors` (several identities only)."""
+        self._ended: trio.Event | None = None
+        """Made by :meth:`wait_ended` (a deliberate close waits for the peer's echo)."""
         self.end_info: ConnectionEnd | None = None
         self._idle_acked: trio.Event | None = None
         """Made by the first go_idle: most connections never go idle."""
         self._drained: trio.Event | None = None
         self._closing_info: tuple[str, int, str, bool] | None = None
-        self._on_end_cancel: set[trio.CancelScope] = set()
-        """Waits that must end with the connection (pings, go_idle)."""
+        self._on_end_cancel: set[trio.CancelScope] | None = None
+        """Waits that must end with the connection (pings, go_idle); made by the first."""
         self._writer_running = False
         self.burst = False
         """More than one request is likely to be made in this scheduler pass, so they
@@ -112,25 +117,7 @@ class Connection(Handshake):
         """Start the reader. The timer is not a task of its own: the task serving the
         connection runs it (:meth:`run_timer`) once the handshake is done — one task
         fewer per idle connection."""
-        self._nursery.start_soon(self._counted, self._reader)
-
-    async def run_timer(self) -> None:
-        """Run the timer (pings, silence, write stalls, request deadlines) in the
-        caller's task until the connection ends (then it is cancelled with the
-        connection's nursery, or returns having ended it)."""
-        self._stats.connection_tasks += 1
-        try:
-            await self._timer()
-        finally:
-            self._stats.connection_tasks -= 1
-
-    async def _counted(self, task: Callable[[], Awaitable[None]]) -> None:
-        self._stats.connection_tasks += 1
-        try:
-            with counted_task(self._stats):
-                await task()
-        finally:
-            self._stats.connection_tasks -= 1
+        self._nursery.start_soon(self._reader)
 
     def end(
         self, cause: str, code: int | None = None, reason: str | None = None, *, by_us: bool = False
@@ -167,14 +154,33 @@ class Connection(Handshake):
                 waiter.abandoned = True
                 waiter.resolve(unsent)
         self._wake_drain()
-        self.ended.set()
-        for scope in self._on_end_cancel:
+        if self._ended is not None:
+            self._ended.set()
+        for scope in self._on_end_cancel or ():
             scope.cancel()
         self._nursery.cancel_scope.cancel()
 
     @property
     def is_open(self) -> bool:
         return self.end_info is None
+
+    async def wait_ended(self) -> None:
+        """Return once :meth:`end` has been called (at once if it has)."""
+        if self.end_info is None:
+            if self._ended is None:
+                self._ended = trio.Event()
+            await self._ended.wait()
+
+    def cancel_on_end(self, scope: trio.CancelScope) -> None:
+        """Have ``scope`` cancelled when the connection ends (a wait that must not
+        outlive it); :meth:`forget_on_end` when the wait is over."""
+        if self._on_end_cancel is None:
+            self._on_end_cancel = set()
+        self._on_end_cancel.add(scope)
+
+    def forget_on_end(self, scope: trio.CancelScope) -> None:
+        if self._on_end_cancel is not None:
+            self._on_end_cancel.discard(scope)
 
     # --- requests --------------------------------------------------------------------
 
@@ -252,12 +258,12 @@ class Connection(Handshake):
         if not acked.is_set() and not self.send_line(encode_frame(GoingIdle()).encode()):
             return False
         with trio.move_on_after(timeout), trio.CancelScope() as scope:
-            self._on_end_cancel.add(scope)
+            self.cancel_on_end(scope)
             try:
                 await acked.wait()
                 return True
             finally:
-                self._on_end_cancel.discard(scope)
+                self.forget_on_end(scope)
         return False
 
     async def close(self, code: int, reason: str, cause: str, *, by_us: bool) -> None:
@@ -268,7 +274,7 @@ class Connection(Handshake):
             if self.is_open and self.ws.send_close(code, reason):
                 self._start_writer()
                 with trio.move_on_after(self._config.close_timeout):
-                    await self.ended.wait()
+                    await self.wait_ended()
         finally:
             self.end(cause, code, reason, by_us=by_us)
 
@@ -279,6 +285,10 @@ class Connection(Handshake):
         stats = self._stats
         waiters = self.waiters
         receive = self.ws.receive
+        # The task counts itself here, in its own frame: a wrapper coroutine would be
+        # one more suspended frame (~250 bytes) held by every idle relay.
+        stats.tasks += 1
+        stats.connection_tasks += 1
         try:
             while True:
                 settled = 0
@@ -310,6 +320,9 @@ class Connection(Handshake):
                 with trio.move_on_after(self._config.close_timeout):
                     await self._flush_quietly()
             self.end(end.cause, end.code, end.reason)
+        finally:
+            stats.tasks -= 1
+            stats.connection_tasks -= 1
 
     def _reject(self, reason: str, frame: Frame | None) -> None:
         self._stats.frames_rejected += 1

@@ -24,8 +24,8 @@ logger = logging.getLogger("trio_relay")
 class Handshake(Timer):
     descriptors: dict[str, Descriptor]
     _platforms: frozenset[str]
-    first_descriptor: trio.Event
-    all_descriptors: trio.Event
+    _descriptor_came: trio.Event | None
+    _all_descriptors: trio.Event | None
     up_at: float | None
 
     if TYPE_CHECKING:  # defined by Connection
@@ -60,9 +60,12 @@ class Handshake(Timer):
         else:
             for line in lines:
                 self.send_line(line)
-        with trio.move_on_after(timeout):
-            await self.first_descriptor.wait()
-        if self.is_open and not self.first_descriptor.is_set():
+        if not self.descriptors:  # (one may have come with the 101)
+            came = self._descriptor_came = trio.Event()
+            with trio.move_on_after(timeout):
+                await came.wait()
+            self._descriptor_came = None  # of no use once up: not held by idle relays
+        if self.is_open and not self.descriptors:
             self.end(f"handshake timeout: no descriptors within {timeout:g} s")
         if self.is_open:
             self.up_at = trio.current_time()
@@ -71,6 +74,17 @@ class Handshake(Timer):
     def missing_descriptors(self) -> list[str]:
         """The hello'd platforms that have no descriptor yet."""
         return sorted(self._platforms - self.descriptors.keys())
+
+    @property
+    def has_all_descriptors(self) -> bool:
+        return len(self.descriptors) == len(self._platforms)
+
+    async def wait_all_descriptors(self) -> None:
+        """Return once every hello'd platform has its descriptor (the caller bounds it)."""
+        if not self.has_all_descriptors:
+            if self._all_descriptors is None:
+                self._all_descriptors = trio.Event()
+            await self._all_descriptors.wait()
 
     def _add_descriptor(self, frame: DescriptorFrame) -> None:
         try:
@@ -91,6 +105,7 @@ class Handshake(Timer):
         if platform in self.descriptors:
             return  # the first one of a connection stands
         self.descriptors[platform] = descriptor
-        self.first_descriptor.set()
-        if len(self.descriptors) == len(self._platforms):
-            self.all_descriptors.set()
+        if self._descriptor_came is not None:
+            self._descriptor_came.set()
+        if self._all_descriptors is not None and self.has_all_descriptors:
+            self._all_descriptors.set()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import trio
@@ -54,8 +53,6 @@ class SendSide:
             by_us: bool = False,
         ) -> None: ...
 
-        async def _counted(self, task: Callable[[], Awaitable[None]]) -> None: ...
-
     def _send_now(self, payload: bytes, frames: int) -> None:
         """Frame ``payload`` (``frames`` lines) as one message and hand the socket what
         it takes now, never waiting (plain TCP only: ``ws.can_write_now``); the rest is
@@ -72,12 +69,14 @@ class SendSide:
     def _start_writer(self) -> None:
         if not self._writer_running and self.is_open:
             self._writer_running = True
-            self._nursery.start_soon(self._counted, self._writer)
+            self._nursery.start_soon(self._writer)
 
     async def _writer(self) -> None:
         """Write what is queued, in as few messages and writes as the limits allow;
         end when nothing is left (the next frame that cannot go directly restarts it)."""
-        outbox, ws = self.outbox, self.ws
+        outbox, ws, stats = self.outbox, self.ws, self._stats
+        stats.tasks += 1  # (counted here: no wrapper coroutine per writer start)
+        stats.connection_tasks += 1
         try:
             while True:
                 # Another task's write (a request's direct write, the reader's answer
@@ -123,6 +122,8 @@ class SendSide:
                     return
         finally:
             self._writer_running = False
+            stats.tasks -= 1
+            stats.connection_tasks -= 1
 
     async def _flush(self, sent: list[Outgoing]) -> bool:
         try:

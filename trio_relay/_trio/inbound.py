@@ -119,20 +119,27 @@ class InboundPipeline:
         self._window = window
         self._dedupe = DedupeSet(window)  # kept here too: what tests inspect
         self._keys = DeliveryKeys(self._dedupe, stats, send_ack)
-        self._slots = trio.Semaphore(config.max_concurrent_handlers)
         self._interrupts = InterruptRunner(on_interrupt, stats, config)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
         self._queue = QueueGate(config.max_inbound_queue, stats)
         self._running = 0
-        self._idle = trio.Event()  # set whenever no handler runs
-        self._idle.set()
-        self._draining = trio.Event()
+        # What only a pipeline that handles something needs is made when it does (an
+        # idle relay keeps none of it): the handler slots by run(), the events by their
+        # first waiter.
+        self._idle: trio.Event | None = None
+        """Set whenever no handler runs; made when the first one starts."""
+        self._draining = False
+        self._drain_began: trio.Event | None = None
+        """Set by :meth:`drain`; made by the first retry that waits out its backoff."""
         # Frames submitted before run() has loaded the store: dedupe decisions must
         # wait for it, or a replay of a handled message would look new.
         self._early: list[InboundItem] | None = []
         self._nursery: trio.Nursery | None = None
         self._intercepts: list[Intercept] = []
         self._start: Callable[[], None] | None = None
+
+    _slots: trio.Semaphore
+    """At most ``max_concurrent_handlers`` handlers at once; made by :meth:`run`."""
 
     def start_on_first_frame(self, start: Callable[[], None]) -> None:
         """Have ``start()`` (which starts :meth:`run`) called when the first frame is
@@ -161,7 +168,7 @@ class InboundPipeline:
         handler, never raises for the frame's content (bad content is logged and
         counted)."""
         try:
-            if self._draining.is_set():
+            if self._draining:
                 logger.debug("inbound: relay closing; %s left to the connector", frame.TYPE)
             elif self._early is not None:
                 if self._start is not None:
@@ -231,6 +238,7 @@ class InboundPipeline:
         """
         with shield or _no_shield(), counted_task(self._stats):
             config = self._config
+            self._slots = trio.Semaphore(config.max_concurrent_handlers)
             store = config.dedupe_store
             if store is None:
                 store = (
@@ -254,11 +262,13 @@ class InboundPipeline:
         """Start no new handler and return once none runs (the caller bounds the wait,
         with ``drain_timeout``). Deliveries not started are left to the connector:
         buffered ones are redelivered; live ones are lost, each logged at error."""
-        self._draining.set()
+        self._draining = True
+        if self._drain_began is not None:
+            self._drain_began.set()
         for lane in self._lanes.values():
             while lane:
                 self._abandon(lane.popleft(), "the relay is closing")
-        while self._running:
+        while self._running and self._idle is not None:
             await self._idle.wait()
 
     def _abandon(self, delivery: Delivery, why: str, *, waiting: bool = True) -> None:
@@ -287,11 +297,11 @@ class InboundPipeline:
                     # The slot is free during the backoff; the lane (the chat) waits.
                     with trio.move_on_after(retry):
                         try:
-                            await self._draining.wait()
+                            await self._wait_drain_began()
                         except BaseException:  # cancelled: not handled, never acked
                             self._keys.release(delivery)
                             raise
-                    if self._draining.is_set():
+                    if self._draining:
                         self._keys.release(delivery)
                         logger.warning("inbound: retry of %s abandoned: relay closing; not "
                                        "acked", delivery.label)
@@ -299,6 +309,14 @@ class InboundPipeline:
                     async with self._slots:
                         retry = await self._attempt(delivery, first=False)
             del self._lanes[lane_key]
+
+    async def _wait_drain_began(self) -> None:
+        if self._draining:
+            await trio.lowlevel.checkpoint()
+            return
+        if self._drain_began is None:
+            self._drain_began = trio.Event()
+        await self._drain_began.wait()
 
     async def _attempt(self, delivery: Delivery, *, first: bool) -> float | None:
         """Run ``delivery`` once; returns the delay before a retry, or ``None`` when
@@ -308,11 +326,12 @@ class InboundPipeline:
             return None
         if first and not await self._keys.store_allows(delivery):
             return None
-        if self._draining.is_set():  # closing began while the store answered
+        if self._draining:  # closing began while the store answered
             self._abandon(delivery, "the relay is closing", waiting=False)
             return None
         self._running += 1
-        self._idle = trio.Event() if self._running == 1 else self._idle
+        if self._running == 1:
+            self._idle = trio.Event()
         try:
             await self._call_handler(delivery)
         except trio.Cancelled as exc:
@@ -326,7 +345,7 @@ class InboundPipeline:
             raise
         finally:
             self._running -= 1
-            if self._running == 0:
+            if self._running == 0 and self._idle is not None:
                 self._idle.set()
         self._stats.delivered += 1
         self._keys.finish(delivery)

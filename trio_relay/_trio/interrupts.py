@@ -32,12 +32,16 @@ class InterruptRunner:
         self._handler = handler
         self._stats = stats
         self._cap = config.max_inbound_queue
-        self._slots = trio.Semaphore(config.max_concurrent_handlers)
+        self._concurrency = config.max_concurrent_handlers
         self._pending = 0
         self._nursery: trio.Nursery | None = None
 
+    _slots: trio.Semaphore
+    """Made by :meth:`start`: a relay that never runs the pipeline needs none."""
+
     def start(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
+        self._slots = trio.Semaphore(self._concurrency)
 
     def submit(self, frame: InterruptInbound) -> None:
         """Start the handler for ``frame`` (after :meth:`start`). Never blocks."""

@@ -107,11 +107,11 @@ async def serve_connection(
             if await conn.handshake(identities, config.handshake_timeout):
                 stats.missing_descriptors = []
                 hooks.on_up(conn)
-                if not conn.all_descriptors.is_set():
+                if not conn.has_all_descriptors:
                     nursery.start_soon(_watch_descriptors, conn, config, stats, endpoint)
                 await conn.run_timer()
             # Connection.end() cancels this nursery, this wait included.
-            await conn.ended.wait()
+            await conn.wait_ended()
     finally:
         with trio.CancelScope(shield=True):
             await _close(stream)
@@ -124,7 +124,7 @@ async def _watch_descriptors(
     # Up on the first descriptor; the rest are added as they come. Whoever is still
     # without one when the handshake's time is up is named, once.
     with trio.move_on_at(conn.opened_at + config.handshake_timeout):
-        await conn.all_descriptors.wait()
+        await conn.wait_all_descriptors()
     missing = conn.missing_descriptors()
     if missing and conn.is_open:
         stats.missing_descriptors = missing

@@ -57,38 +57,37 @@ class Supervisor:
         """Dial until the lifecycle says stop (revoked, or the relay is closing).
         ``shield``: run inside it (``open_relay`` shields its tasks until shutdown is
         over; a scope taken here costs no wrapper task frame)."""
+        # One coroutine level: the loop runs here, not in a helper it awaits (each level
+        # of this task's await chain is held by every idle relay for its whole life).
         with counted_task(self.stats), shield or _no_shield():
-            await self._redial_loop()
-
-    async def _redial_loop(self) -> None:
-        lifecycle = self.lifecycle
-        while not lifecycle.closing:
-            end = await serve_connection(
-                endpoint=self.endpoint,
-                config=self.config,
-                stats=self.stats,
-                identities=self.identities,
-                mint_token=self.mint,
-                hooks=self.hooks,
-            )
-            self.stats.last_end_cause = end.cause
-            step, changes = lifecycle.after(end)
-            for change in changes:
-                self.publish(change)
-            if not isinstance(step, Redial):
-                if step.state is State.REVOKED:
-                    logger.warning(
-                        "relay %s: %s; not dialling again", self.endpoint, step.cause
-                    )
-                return
-            logger.log(
-                logging.WARNING if step.warn else logging.INFO,
-                "relay %s: %s; next attempt in %.3g s",
-                self.endpoint,
-                step.note,
-                step.delay,
-            )
-            if step.delay > 0:
-                await trio.sleep(step.delay)
-            # (No sleep(0) for an immediate redial: the dial itself is a checkpoint.)
+            lifecycle = self.lifecycle
+            while not lifecycle.closing:
+                end = await serve_connection(
+                    endpoint=self.endpoint,
+                    config=self.config,
+                    stats=self.stats,
+                    identities=self.identities,
+                    mint_token=self.mint,
+                    hooks=self.hooks,
+                )
+                self.stats.last_end_cause = end.cause
+                step, changes = lifecycle.after(end)
+                for change in changes:
+                    self.publish(change)
+                if not isinstance(step, Redial):
+                    if step.state is State.REVOKED:
+                        logger.warning(
+                            "relay %s: %s; not dialling again", self.endpoint, step.cause
+                        )
+                    return
+                logger.log(
+                    logging.WARNING if step.warn else logging.INFO,
+                    "relay %s: %s; next attempt in %.3g s",
+                    self.endpoint,
+                    step.note,
+                    step.delay,
+                )
+                if step.delay > 0:
+                    await trio.sleep(step.delay)
+                # (No sleep(0) for an immediate redial: the dial itself is a checkpoint.)
 
