@@ -47,7 +47,12 @@ class UpgradeAuth:
             raise ValueError("UpgradeAuth.token_ttl must be >= 0 seconds (0 = never expires)")
 
 
-@dataclass(frozen=True)
+DEFAULT_KEEPALIVE = KeepaliveConfig()
+
+
+# Slotted: a dict-backed instance of these ~40 fields is ~1.7 KB, and a process may
+# hold one per relay (hundreds of idle relays each given its own config).
+@dataclass(frozen=True, slots=True)
 class RelayConfig:
     """Timings (seconds) and limits of one relay.
 
@@ -99,7 +104,7 @@ class RelayConfig:
     ``MemoryDedupeStore()`` (the default: a fresh one per relay), ``SqliteDedupeStore(path)``
     (survives a restart on the same disk) or ``RedisDedupeStore(url)`` (shared by replicas
     and hosts). Not together with ``dedupe_path``."""
-    keepalive: KeepaliveConfig = field(default_factory=KeepaliveConfig)
+    keepalive: KeepaliveConfig = DEFAULT_KEEPALIVE  # immutable: one shared by all configs
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
     allow_insecure: bool = False
     """Allow plaintext ``ws://`` to a host that is not loopback (off: tokens would travel

@@ -47,7 +47,7 @@ def _kernel_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: one per relay config
 class KeepaliveConfig:
     """How fast a silent TCP peer is declared dead.
 
