@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from trio_relay._core.descriptor import DEFAULT_MAX_MESSAGE_LENGTH, LEGACY_OPS, Descriptor
+from trio_relay._core.descriptor import (
+    DEFAULT_MAX_MESSAGE_LENGTH,
+    LEGACY_OPS,
+    SHARED_DESCRIPTORS,
+    Descriptor,
+    shared,
+)
 from trio_relay._core.frames import FrameError
 
 FULL: dict[str, Any] = {
@@ -277,3 +283,25 @@ def test_split_text_uses_limit_and_unit() -> None:
     assert d.fits("😀😀") and not d.fits("😀😀a")
     chars = Descriptor.from_wire(wire(len_unit="chars", max_message_length=4))
     assert chars.split_text("😀😀😀") == ["😀😀😀"]
+
+
+def test_shared_gives_one_copy_of_equal_descriptors() -> None:
+    first = shared(Descriptor.from_wire(dict(FULL)))
+    again = shared(Descriptor.from_wire(dict(FULL)))
+    assert again is first  # every relay of the process holds this one
+    other = shared(Descriptor.from_wire({**FULL, "label": "Telegram 2"}))
+    assert other is not first and other.label == "Telegram 2"
+    # Unknown keys are part of equality: a descriptor differing only there is its own.
+    extra = shared(Descriptor.from_wire({**FULL, "future_field": 1}))
+    assert extra is not first and extra.raw["future_field"] == 1
+
+
+def test_shared_keeps_a_bounded_number_the_oldest_forgotten() -> None:
+    kept = [
+        shared(Descriptor.from_wire({**FULL, "label": f"churn {i}"}))
+        for i in range(SHARED_DESCRIPTORS + 10)
+    ]
+    oldest = Descriptor.from_wire({**FULL, "label": "churn 0"})
+    assert shared(oldest) is oldest  # forgotten: a new one is kept in its place
+    newest = Descriptor.from_wire({**FULL, "label": f"churn {SHARED_DESCRIPTORS + 9}"})
+    assert shared(newest) is kept[-1]

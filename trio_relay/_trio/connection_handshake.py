@@ -13,7 +13,7 @@ import trio
 
 from .._core.codec import encode_frame
 from .._core.config import Identity
-from .._core.descriptor import Descriptor
+from .._core.descriptor import Descriptor, shared
 from .._core.frames import DescriptorFrame, FrameError, Hello
 from .connection_timer import Timer
 from .outbox import MAX_BATCH_FRAMES
@@ -88,7 +88,7 @@ class Handshake(Timer):
 
     def _add_descriptor(self, frame: DescriptorFrame) -> None:
         try:
-            descriptor = Descriptor.from_wire(frame.descriptor)
+            descriptor = shared(Descriptor.from_wire(frame.descriptor))
         except FrameError as exc:
             self._stats.frames_rejected += 1
             logger.warning("skipped a bad descriptor from the connector: %s", exc)
