@@ -25,7 +25,8 @@ from .._core.stats import RelayStats
 from .connection import Connection, InboundSink
 from .dial import connect
 from .socket_stream import SocketStream
-from .websocket import STREAM_ERRORS, UpgradeFailed, upgrade, upgrade_headers
+from .websocket import STREAM_ERRORS, UpgradeFailed, upgrade_headers
+from .websocket_upgrade import upgrade
 
 logger = logging.getLogger("trio_relay")
 

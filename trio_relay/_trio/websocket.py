@@ -1,14 +1,17 @@
 """The relay's WebSocket client: the sans-I/O ``ClientProtocol`` of ``websockets`` over a
 byte stream, driven by the connection's own tasks.
 
-This is the only module that imports the WebSocket library. The rest of the shell sees
-:func:`upgrade` (stream in, :class:`WebSocket` out, or :class:`UpgradeFailed` saying how
-the server refused) and the :class:`WebSocket` it returns:
+This and ``websocket_upgrade.py`` are the only modules that import the WebSocket
+library. The rest of the shell sees :func:`~.websocket_upgrade.upgrade` (stream in,
+:class:`WebSocket` out, or :class:`UpgradeFailed` saying how the server refused) and the
+:class:`WebSocket` it returns:
 
 - :meth:`WebSocket.receive` reads once from the socket and returns the data payloads
   that read completed, in order. It runs in the caller's task (the connection's reader):
-  no extra task or channel sits between the socket and the frame decoder. Pongs are
-  matched here; a ping from the peer or its close frame leaves an answer *pending*.
+  no extra task or channel sits between the socket and the frame decoder. Plain data
+  frames are cut here (``_core/ws_frames.py``), every other frame goes whole to the
+  protocol. Pongs are matched here; a ping from the peer or its close frame leaves an
+  answer *pending*.
 - :meth:`WebSocket.send_text`, :meth:`send_ping` and :meth:`send_close` only frame
   bytes into the pending buffer; :meth:`flush` writes them. Whoever flushes writes
   everything pending, in the order it was framed, and one flush runs at a time, so the
@@ -23,31 +26,24 @@ connection and ``_core/dial_failure.py`` do.
 
 from __future__ import annotations
 
-import logging
-import time
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable
 from typing import Any
 
 import trio
 from websockets.client import ClientProtocol
-from websockets.exceptions import (
-    InvalidHandshake,
-    InvalidHeader,
-    InvalidMessage,
-    InvalidState,
-    InvalidStatus,
-    InvalidUpgrade,
-    NegotiationError,
-)
-from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
+from websockets.exceptions import InvalidState
 from websockets.frames import Opcode
-from websockets.http11 import Response
 from websockets.protocol import State
-from websockets.uri import WebSocketURI
 
-from .._core.dial_failure import Refusal, bad_handshake, describe_error, refusal
-from .._core.dial_failure import retry_after_seconds as _retry_after
-from .._core.endpoint import ByteStream, Endpoint
+try:  # the C masking the protocol itself uses
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - a websockets built without its C speedups
+    from websockets.utils import apply_mask
+
+from .._core.dial_failure import describe_error
+from .._core.endpoint import ByteStream
+from .._core.ws_frames import InboundFrames, MaskKeys, text_frame
 from .socket_end import (
     ABNORMAL,
     STREAM_ERRORS,
@@ -66,7 +62,6 @@ __all__ = [
     "WebSocket",
     "WebSocketEnded",
     "WriteFailed",
-    "upgrade",
     "upgrade_headers",
 ]
 
@@ -75,6 +70,11 @@ RECEIVE_SIZE = 1 << 16
 
 MAX_PINGS_AWAITED = 8
 """Pings whose pong we still watch for; a peer that never pongs costs no more."""
+
+_OPEN = State.OPEN
+
+_MASK_KEYS = MaskKeys()
+os.register_at_fork(after_in_child=_MASK_KEYS.forget)
 
 _TEXT, _BINARY, _CONT, _PING, _PONG, _CLOSE = (
     Opcode.TEXT,
@@ -86,23 +86,14 @@ _TEXT, _BINARY, _CONT, _PING, _PONG, _CLOSE = (
 )
 
 
-class _Quiet(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """The protocol's logger: never at DEBUG, where it would print the upgrade's
-    headers (the bearer token among them) whenever a user debugs their own program."""
-
-    def isEnabledFor(self, level: int) -> bool:
-        return level > logging.DEBUG and self.logger.isEnabledFor(level)
-
-
-_LOGGER = _Quiet(logging.getLogger("trio_relay.websocket"), {})
-
-
 class WebSocket:
     """One client WebSocket, open. See the module docstring for who calls what."""
 
     __slots__ = (
         "_backlog",
+        "_frames",
         "_pending",
+        "_plain_out",
         "_pongs",
         "_protocol",
         "_send_nowait",
@@ -116,11 +107,21 @@ class WebSocket:
         "write_started_at",
     )
 
-    def __init__(self, stream: ByteStream, protocol: ClientProtocol, backlog: list[Any]) -> None:
+    def __init__(
+        self,
+        stream: ByteStream,
+        protocol: ClientProtocol,
+        max_size: int,
+        backlog: bytes | bytearray,
+    ) -> None:
         self.stream = stream
         self._protocol = protocol
-        self._backlog = backlog
-        """Frames that arrived in the same read as the ``101``."""
+        extended = bool(protocol.extensions)
+        self._frames = InboundFrames(max_size, backlog, passthrough=extended)
+        self._backlog = bool(backlog)
+        """Bytes of frames came in the same read as the ``101``: the first
+        :meth:`receive` takes them without reading."""
+        self._plain_out = not extended
         self._pending: list[bytes] = []
         self._writing = False
         self._write_done: trio.Event | None = None
@@ -182,8 +183,10 @@ class WebSocket:
         if self.end is not None:
             raise WebSocketEnded(self.end)
         protocol = self._protocol
+        frames = self._frames
+        payloads: list[bytes] = []
         if self._backlog:
-            events, self._backlog = self._backlog, []
+            self._backlog = False
         else:
             try:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
@@ -191,14 +194,29 @@ class WebSocket:
                 self.end = SocketEnd(f"closed by peer: {describe_error(exc)}", ABNORMAL)
                 raise WebSocketEnded(self.end) from None
             self.last_received = trio.current_time()
-            if data:
-                protocol.receive_data(data)
-            else:
+            if not data:
+                rest = frames.drain()
+                if rest:
+                    protocol.receive_data(rest)
                 protocol.receive_eof()
-            events = protocol.events_received()
-            if not data and self.end is None and protocol.close_rcvd is None:
-                self.end = SocketEnd("closed by peer: EOF without a close frame", ABNORMAL)
-        payloads: list[bytes] = []
+                self._take_events(protocol.events_received(), payloads)
+                if self.end is None and protocol.close_rcvd is None:
+                    self.end = SocketEnd("closed by peer: EOF without a close frame", ABNORMAL)
+                return self._received(payloads)
+            frames.feed(data)
+        # Plain data frames are taken by ``frames`` (see _core/ws_frames.py); every other
+        # frame goes to the protocol whole, and may change what counts as plain.
+        while True:
+            whole = frames.take(
+                payloads, plain=protocol.current_size is None and protocol.state is _OPEN
+            )
+            if whole is None:
+                break
+            protocol.receive_data(whole)
+            self._take_events(protocol.events_received(), payloads)
+        return self._received(payloads)
+
+    def _take_events(self, events: list[Any], payloads: list[bytes]) -> None:
         for frame in events:
             opcode = frame.opcode
             if opcode is _TEXT or opcode is _CONT or opcode is _BINARY:
@@ -208,9 +226,12 @@ class WebSocket:
                 if callback is not None:
                     callback()
             elif opcode is _CLOSE and self.end is None:
-                close = protocol.close_rcvd
+                close = self._protocol.close_rcvd
                 if close is not None:
                     self.end = SocketEnd("closed by peer", close.code, close.reason)
+
+    def _received(self, payloads: list[bytes]) -> list[bytes]:
+        protocol = self._protocol
         if self.end is None and protocol.parser_exc is not None:
             sent = protocol.close_sent
             self.end = SocketEnd(
@@ -233,8 +254,12 @@ class WebSocket:
     def send_text(self, payload: bytes) -> None:
         """Frame one text message (masked, C speedups); :meth:`flush` writes it.
         The caller checks :attr:`can_send` first."""
-        self._protocol.send_text(payload)
-        self._pending += self._protocol.data_to_send()
+        if self._plain_out and self._protocol.state is _OPEN:
+            # The protocol would do the same, at three times the cost (_core/ws_frames.py).
+            self._pending.append(text_frame(payload, _MASK_KEYS.next(), apply_mask))
+        else:
+            self._protocol.send_text(payload)
+            self._pending += self._protocol.data_to_send()
 
     def send_ping(self, payload: bytes, on_pong: Callable[[], None] | None = None) -> bool:
         """Frame a ping; ``on_pong`` is called when its pong arrives. False if closing."""
@@ -319,79 +344,3 @@ class WebSocket:
             if self._write_done is None:
                 self._write_done = trio.Event()
             await self._write_done.wait()
-
-
-def _uri(endpoint: Endpoint) -> WebSocketURI:
-    path, _, query = endpoint.resource.partition("?")
-    return WebSocketURI(endpoint.secure, endpoint.host, endpoint.port, path or "/", query)
-
-
-async def upgrade(
-    stream: ByteStream,
-    endpoint: Endpoint,
-    *,
-    headers: Sequence[tuple[str, str]],
-    max_message_bytes: int,
-    compression: bool = False,
-) -> WebSocket:
-    """The WebSocket upgrade over ``stream``; the caller bounds it in time.
-
-    Raises :class:`UpgradeFailed` for any answer but a valid ``101`` — at once, also
-    for an EOF, a reset or garbage instead of an HTTP response — and lets the stream's
-    own errors through. Redirects are not followed.
-    """
-    protocol = ClientProtocol(
-        _uri(endpoint),
-        extensions=[ClientPerMessageDeflateFactory()] if compression else None,
-        max_size=max_message_bytes,
-        logger=_LOGGER,
-    )
-    request = protocol.connect()
-    for name, value in headers:
-        request.headers[name] = value
-    protocol.send_request(request)
-    await stream.send_all(b"".join(protocol.data_to_send()))
-    while True:
-        try:
-            data = await stream.receive_some(RECEIVE_SIZE)
-        except STREAM_ERRORS as exc:
-            raise UpgradeFailed(
-                Refusal(f"upgrade failed: {describe_error(exc)} before the server answered")
-            ) from None
-        if data:
-            protocol.receive_data(data)
-        else:
-            protocol.receive_eof()
-        events = protocol.events_received()
-        if protocol.handshake_exc is not None:
-            raise _refused(protocol.handshake_exc, events) from None
-        if events:
-            # The protocol's parser keeps the 101 response alive for the connection's
-            # whole life (a local of its generator); its headers are of no further use,
-            # so they are dropped here rather than held by every idle relay.
-            response = events[0]
-            if isinstance(response, Response):
-                response.headers.clear()
-            return WebSocket(stream, protocol, events[1:])
-        if not data:
-            raise UpgradeFailed(Refusal("upgrade failed: connection closed before the answer"))
-
-
-def _refused(exc: Exception, events: list[Any]) -> UpgradeFailed:
-    response = events[0] if events and isinstance(events[0], Response) else None
-    if isinstance(exc, InvalidStatus):
-        response = exc.response
-        status = response.status_code
-        retry_after = _retry_after(response.headers.get("Retry-After"), now=time.time())
-        return UpgradeFailed(refusal(status, response.reason_phrase, retry_after), status)
-    if isinstance(exc, InvalidMessage):
-        cause = exc.__cause__
-        if isinstance(cause, EOFError):
-            detail = "connection closed before a complete HTTP answer"
-        else:
-            detail = f"not an HTTP answer ({cause or exc})"
-        return UpgradeFailed(Refusal(f"upgrade failed: {detail}"))
-    answered = response.status_code if response is not None else None
-    if isinstance(exc, (InvalidHeader, InvalidUpgrade, NegotiationError, InvalidHandshake)):
-        return UpgradeFailed(bad_handshake(str(exc)), answered)
-    return UpgradeFailed(bad_handshake(f"{type(exc).__name__}: {exc}"), answered)
