@@ -197,9 +197,7 @@ class Connection(Handshake):
         # (TLS, a test's wrapper) a request that wrote itself could block on a full
         # socket past its own deadline, so its frame goes to the writer instead.
         direct = (
-            ws.can_write_now
-            and ws.idle
-            and ws.can_send
+            ws.can_send_now
             and not self._writer_running
             and not self.burst
             and trio.current_effective_deadline() > -math.inf  # not cancelled already
@@ -224,10 +222,10 @@ class Connection(Handshake):
         # Alone on an idle plain-TCP socket: no burst to batch with, so writing here
         # saves the writer's wake-up. What the socket does not take at once is left for
         # the writer, so the request's own deadline is never stuck behind a full socket.
-        waiter.mark_sending()
+        waiter.may_have_left = True  # (Waiter.mark_sending, inlined on the hot path)
         self.burst = True
         self._send_now(waiter.line, 1)
-        waiter.mark_written()
+        waiter.line = b""  # (Waiter.mark_written)
 
     def _expired(self, waiter: Waiter) -> None:
         self.waiters.pop(waiter.request_id, None)

@@ -48,9 +48,7 @@ class Handshake(Timer):
         ]
         ws = self.ws
         if (
-            ws.can_write_now
-            and ws.can_send  # the peer may have closed already, in the 101's read
-            and ws.idle
+            ws.can_send_now  # (the peer may have closed already, in the 101's read)
             and len(lines) <= MAX_BATCH_FRAMES
             and sum(map(len, lines)) <= self._config.max_message_bytes
         ):

@@ -162,7 +162,7 @@ class Relay(StateMethods, AdapterMethods):
             outcome = await ready.request(request_id, line, deadline, timeout)
         else:
             outcome = ready  # a refusal: nothing is sent
-        self.stats.requests[_outcome_label(outcome)] += 1
+        self.stats.requests["success" if outcome.success else _outcome_label(outcome)] += 1
         return outcome
 
     def _encode_request(
@@ -199,9 +199,10 @@ class Relay(StateMethods, AdapterMethods):
     def _ready(self, op: str, platform: str | None) -> Connection | Outcome | None:
         """The connection to send on now, the outcome of a request that will not be
         sent, or None when there is no connection (yet)."""
-        if self._closing:
+        lifecycle = self._lifecycle  # (not the properties: this runs for every request)
+        if lifecycle.closing:
             return _outcome.closing()
-        if self.state is State.REVOKED:
+        if lifecycle.state is State.REVOKED:
             return _outcome.revoked()
         conn = self._conn
         if conn is None:

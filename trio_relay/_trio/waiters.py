@@ -124,7 +124,8 @@ class Expiry:
         """Drop settled waiters from the head of ``waiter``'s group."""
         group = waiter.group
         if group is not None:
-            while group and group[0].settled:
+            # (``settled``, inlined: this runs for every result)
+            while group and (group[0].outcome is not None or group[0].abandoned):
                 group.popleft()
 
     def wake_by(self, deadline: float) -> None:
