@@ -42,7 +42,7 @@ class Routed:
 class AdapterPlane:
     def __init__(self, config: RelayConfig, bot_ids: Mapping[str, str]) -> None:
         self.routes = RouteTable(config.route_cache_size, bot_ids)
-        self._platforms = frozenset(bot_ids)
+        self._bot_ids = bot_ids  # (the relay's own mapping: no copy per relay)
         self.prompts = PromptBroker()
 
     # --- inbound ---------------------------------------------------------------------
@@ -80,7 +80,7 @@ class AdapterPlane:
         ):
             return None
         filled = routed_action(action, route, multi_profile=self.routes.multi_profile)
-        if platform is None and route.platform not in self._platforms:
+        if platform is None and route.platform not in self._bot_ids:
             # A platform we never said hello for cannot name the envelope: the
             # connector would refuse it. The metadata still goes.
             return Routed(filled, None, None)

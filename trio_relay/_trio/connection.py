@@ -80,7 +80,7 @@ class Connection(Handshake):
         self._expiry = Expiry(self._expired)
         self.descriptors: dict[str, Descriptor] = {}
         """Platform → descriptor, for the hello'd platforms only, in arrival order."""
-        self._platforms: frozenset[str] = frozenset()
+        self._platforms: tuple[str, ...] = ()
         # The events below are made only by whoever waits on them: an idle relay holds
         # thousands of connections' worth of them otherwise (an Event is ~270 bytes).
         self._descriptor_came: trio.Event | None = None

@@ -31,7 +31,7 @@ class HandlerCall:
         self._on_message = on_message
         self._on_passthrough = on_passthrough
         self.pre_handlers: list[PreHandler] = []
-        self._warned_unhandled: set[str] = set()
+        self._warned_unhandled: set[str] | None = None  # made by the first warning
 
     async def __call__(self, delivery: Delivery) -> None:
         payload = delivery.payload
@@ -46,8 +46,11 @@ class HandlerCall:
         else:
             handler = self._on_passthrough
         if handler is None:
-            if delivery.kind not in self._warned_unhandled:
-                self._warned_unhandled.add(delivery.kind)
+            warned = self._warned_unhandled
+            if warned is None:
+                warned = self._warned_unhandled = set()
+            if delivery.kind not in warned:
+                warned.add(delivery.kind)
                 logger.warning(
                     "inbound: %s received but no handler is set; discarding", delivery.kind
                 )

@@ -115,11 +115,16 @@ async def open_relay(
         async with trio.open_nursery() as nursery:
             # Our tasks are shielded from a cancellation of the caller's scope until
             # _shutdown is over: the drain and the closing handshake need the reader.
-            # Each task enters its scope itself (no wrapper frame per task).
-            shields = [trio.CancelScope(shield=True) for _ in range(2)]
+            # Each task enters its scope itself (no wrapper frame per task), made as
+            # the task starts (an idle relay may never start its pipeline's).
+            shields: list[trio.CancelScope] = []
+
+            def shielded() -> trio.CancelScope:
+                shields.append(trio.CancelScope(shield=True))
+                return shields[-1]
 
             def start_pipeline() -> None:
-                nursery.start_soon(pipeline.run, shields[0])
+                nursery.start_soon(pipeline.run, shielded())
 
             if config.dedupe_store is None and config.dedupe_path is None:
                 # The in-memory store has nothing to load: the pipeline's task starts
@@ -127,7 +132,7 @@ async def open_relay(
                 pipeline.start_on_first_frame(start_pipeline)
             else:
                 start_pipeline()  # a durable store is opened (and its keys loaded) now
-            nursery.start_soon(relay._supervisor.run, shields[1])
+            nursery.start_soon(relay._supervisor.run, shielded())
             if policy is not None:
                 nursery.start_soon(declare_policy, relay, routes_http, policy)
             try:

@@ -78,14 +78,15 @@ class Outbox:
         self._on_sent = on_sent
         self._max_message_bytes = max_message_bytes
         self._queue: list[Outgoing] = []
-        self._lot = trio.lowlevel.ParkingLot()
+        self._lot: trio.lowlevel.ParkingLot | None = None
+        """Made by the first wait: only the reference connector's writer parks here."""
 
     def put(self, item: Outgoing) -> bool:
         """Queue ``item``; false (nothing queued) when ``max_frames`` are waiting."""
         if len(self._queue) >= self._max_frames:
             return False
         self._queue.append(item)
-        if self._lot:  # only the reference connector's writer parks here
+        if self._lot:
             self._lot.unpark()
         if self._on_put is not None:
             self._on_put()
@@ -98,7 +99,12 @@ class Outbox:
     async def wait_queued(self) -> None:
         """Sleep until something is queued (returns at once if something is)."""
         if not self._queue:
-            await self._lot.park()
+            await self._park()
+
+    async def _park(self) -> None:
+        if self._lot is None:
+            self._lot = trio.lowlevel.ParkingLot()
+        await self._lot.park()
 
     def messages(self, batch: list[Outgoing]) -> Iterator[list[Outgoing]]:
         """Split ``batch`` into messages (see :meth:`_message_end`), leaving out what
@@ -129,7 +135,7 @@ class Outbox:
         """
         while True:
             if not self._queue:
-                await self._lot.park()
+                await self._park()
             # If other tasks are ready to run, one scheduler pass lets them add their
             # frames first, so a burst leaves as one message instead of many. Alone,
             # the pass would only add latency (and a system call).

@@ -137,7 +137,10 @@ class Expiry:
         """Sleep until ``deadline`` or the earliest waiter's deadline, whichever is
         first (a waiter added meanwhile with an earlier one shortens the sleep)."""
         with trio.CancelScope(deadline=min(deadline, self._earliest)) as self._wake:
-            await trio.sleep_forever()
+            # What trio.sleep_forever() does, without its frame: this wait is where an
+            # idle connection's timer spends its life, so each level is held by every
+            # idle relay.
+            await trio.lowlevel.wait_task_rescheduled(_abort_sleep)
         self._wake = None
 
     def expire_due(self) -> None:
@@ -156,3 +159,7 @@ class Expiry:
             else:
                 del self._groups[key]
         self._earliest = earliest
+
+
+def _abort_sleep(_: object) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.SUCCEEDED
