@@ -51,6 +51,9 @@ from .websocket import WebSocket, WebSocketEnded
 
 logger = logging.getLogger("trio_relay")
 
+READER_TASK = f"{__name__}.Connection._reader"
+"""The reader's task name, made once (trio formats a new string per task otherwise)."""
+
 InboundSink = Callable[[InboundFrame | PassthroughFrame | InterruptInbound], None]
 
 class Connection(Handshake):
@@ -117,7 +120,7 @@ class Connection(Handshake):
         """Start the reader. The timer is not a task of its own: the task serving the
         connection runs it (:meth:`run_timer`) once the handshake is done — one task
         fewer per idle connection."""
-        self._nursery.start_soon(self._reader)
+        self._nursery.start_soon(self._reader, name=READER_TASK)
 
     def end(
         self, cause: str, code: int | None = None, reason: str | None = None, *, by_us: bool = False

@@ -37,6 +37,10 @@ from .inbound import (
 from .media import RelayMedia, with_media_downloads
 from .policy import declare_policy
 from .relay import Relay
+from .supervisor import TASK_NAME as SUPERVISOR_TASK
+
+PIPELINE_TASK = f"{InboundPipeline.__module__}.InboundPipeline.run"
+"""Task names made once (trio formats a new string per task otherwise)."""
 
 
 @asynccontextmanager
@@ -68,26 +72,14 @@ async def open_relay(
     """
     config = config or RelayConfig()
     stats = RelayStats()
-    relay: Relay | None = None
-
-    def get_relay() -> Relay:
-        assert relay is not None  # handlers run only once the relay exists
-        return relay
-
-    def send_ack(buffer_id: str, on_written: Callable[[], None]) -> bool:
-        return relay is not None and relay._send_ack(buffer_id, on_written)
-
+    late = _Late()
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
-    routes_http = ConnectorHttp(
-        ConnectorRoutes.from_relay_url(url),
-        lambda: relay._mint() if relay is not None else None,
-        config,
-    )
+    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), late.mint, config)
     media = RelayMedia(routes_http, config)
     # Handlers may take the relay as one more argument (``async def on_message(event,
     # relay)``); decided once, here, from the user's own signature, before any
     # wrapper hides it.
-    message_handler = bind_relay(on_message, 1, get_relay)
+    message_handler = bind_relay(on_message, 1, late.get_relay)
     if config.download_media and message_handler is not None:
         message_handler = with_media_downloads(message_handler, media)
 
@@ -95,13 +87,13 @@ async def open_relay(
         config=config,
         stats=stats,
         on_message=message_handler,
-        on_interrupt=bind_relay(on_interrupt, 2, get_relay),
-        on_passthrough=bind_relay(on_passthrough, 1, get_relay),
+        on_interrupt=bind_relay(on_interrupt, 2, late.get_relay),
+        on_passthrough=bind_relay(on_passthrough, 1, late.get_relay),
         on_dead_letter=on_dead_letter,
-        send_ack=send_ack,
+        send_ack=late.send_ack,
         namespace=auth.gateway_id if auth is not None else "",
     )
-    relay = Relay(
+    relay = late.relay = Relay(
         url,
         identities=identities if identities is not None else [Identity("relay", "")],
         auth=auth,
@@ -117,22 +109,14 @@ async def open_relay(
             # _shutdown is over: the drain and the closing handshake need the reader.
             # Each task enters its scope itself (no wrapper frame per task), made as
             # the task starts (an idle relay may never start its pipeline's).
-            shields: list[trio.CancelScope] = []
-
-            def shielded() -> trio.CancelScope:
-                shields.append(trio.CancelScope(shield=True))
-                return shields[-1]
-
-            def start_pipeline() -> None:
-                nursery.start_soon(pipeline.run, shielded())
-
+            late.nursery = nursery
             if config.dedupe_store is None and config.dedupe_path is None:
                 # The in-memory store has nothing to load: the pipeline's task starts
                 # with the first inbound frame, so an idle relay does without it.
-                pipeline.start_on_first_frame(start_pipeline)
+                pipeline.start_on_first_frame(late.start_pipeline)
             else:
-                start_pipeline()  # a durable store is opened (and its keys loaded) now
-            nursery.start_soon(relay._supervisor.run, shielded())
+                late.start_pipeline()  # a durable store is opened (and its keys loaded) now
+            late.start_shielded(relay._supervisor.run, SUPERVISOR_TASK)
             if policy is not None:
                 nursery.start_soon(declare_policy, relay, routes_http, policy)
             try:
@@ -146,7 +130,7 @@ async def open_relay(
                         await relay._shutdown()
                     with trio.move_on_after(config.close_timeout):
                         await routes_http.aclose()
-                for scope in shields:
+                for scope in late.shields:
                     scope.cancel()
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
@@ -161,6 +145,43 @@ async def open_relay(
         # Raised here, outside the except clause: raising it inside would make the
         # group its __context__, overwriting whatever the block had chained to it.
         raise escaped
+
+
+class _Late:
+    """What open_relay hands to the parts it builds before the relay (and its nursery)
+    exist: the pipeline's acks and start, the HTTP routes' tokens, handlers that take
+    the relay. Bound methods of one slotted object: a closure for each would cost about
+    200 bytes in every relay, for its whole life."""
+
+    __slots__ = ("nursery", "relay", "shields")
+
+    def __init__(self) -> None:
+        self.relay: Relay | None = None
+        self.nursery: trio.Nursery | None = None
+        self.shields: list[trio.CancelScope] = []
+
+    def get_relay(self) -> Relay:
+        assert self.relay is not None  # handlers run only once the relay exists
+        return self.relay
+
+    def send_ack(self, buffer_id: str, on_written: Callable[[], None]) -> bool:
+        return self.relay is not None and self.relay._send_ack(buffer_id, on_written)
+
+    def mint(self) -> str | None:
+        return self.relay._mint() if self.relay is not None else None
+
+    def start_shielded(
+        self, task: Callable[[trio.CancelScope], Awaitable[None]], name: str
+    ) -> None:
+        """Start ``task(shield)`` in the relay's nursery; ``shield`` stays up until the
+        relay's shutdown is over (then open_relay cancels it)."""
+        assert self.nursery is not None
+        shield = trio.CancelScope(shield=True)
+        self.shields.append(shield)
+        self.nursery.start_soon(task, shield, name=name)
+
+    def start_pipeline(self) -> None:
+        self.start_shielded(self.get_relay()._pipeline.run, PIPELINE_TASK)
 
 
 def _as_raised(
