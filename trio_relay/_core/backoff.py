@@ -37,6 +37,19 @@ as independent as draws from many, and its state (2.5 KiB) is paid once."""
 
 
 class Backoff:
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = (
+        "_first_delay",
+        "_first_pending",
+        "_initial",
+        "_maximum",
+        "_quick",
+        "_quick_next",
+        "_rng",
+        "_rung",
+        "stable_after",
+    )
+
     def __init__(
         self,
         *,

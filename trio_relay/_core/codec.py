@@ -50,6 +50,9 @@ class FrameDecoder:
     grow our memory by never sending a newline.
     """
 
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = ("_frame_types", "_max_line_bytes", "_oversized_sample", "_partial")
+
     def __init__(
         self,
         frame_types: Mapping[str, type[Frame]],

@@ -67,6 +67,8 @@ def _check_capacity(capacity: int) -> None:
 class DedupeSet:
     """Claimed and committed delivery keys; at most ``capacity`` committed ones."""
 
+    __slots__ = ("_capacity", "_claimed", "_done", "_pinned")  # no __dict__: one per relay
+
     def __init__(self, capacity: int) -> None:
         _check_capacity(capacity)
         self._capacity = capacity

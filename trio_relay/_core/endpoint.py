@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .config import RelayConfig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: one per relay
 class Endpoint:
     """Host, port, TLS or not, and the resource (path and query) of the relay URL."""
 

@@ -135,6 +135,19 @@ class Lifecycle:
     4401 strike on an established link (its own 4401 is then terminal).
     """
 
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = (
+        "auth_refusals_in_row",
+        "backoff",
+        "closing",
+        "dormant_redial_delay",
+        "dormant_requested",
+        "failures_in_row",
+        "last_end",
+        "state",
+        "strike",
+    )
+
     def __init__(self, backoff: Backoff, *, dormant_redial_delay: float) -> None:
         self.state = State.CONNECTING
         self.backoff = backoff

@@ -52,7 +52,7 @@ def _origin(url: str) -> tuple[str, str, int] | None:
     return scheme, parts.hostname.lower(), port
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: one per relay
 class ConnectorRoutes:
     """The HTTP routes of the connector a relay URL points at."""
 

@@ -48,6 +48,9 @@ class RouteTable:
     (``"Slack"`` and ``"slack"``), so the envelope matches the ``hello``.
     """
 
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = ("_identities", "_profile", "_routes", "multi_profile", "size")
+
     def __init__(self, size: int, bot_ids: Mapping[str, str] | None = None) -> None:
         if size < 1:
             raise ValueError(f"route cache size must be at least 1, got {size!r}")

@@ -40,6 +40,8 @@ class Routed:
 
 
 class AdapterPlane:
+    __slots__ = ("_bot_ids", "prompts", "routes")  # no __dict__: one per relay
+
     def __init__(self, config: RelayConfig, bot_ids: Mapping[str, str]) -> None:
         self.routes = RouteTable(config.route_cache_size, bot_ids)
         self._bot_ids = bot_ids  # (the relay's own mapping: no copy per relay)

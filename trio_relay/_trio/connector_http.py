@@ -39,6 +39,8 @@ MAX_REDIRECTS = 5
 class ConnectorHttp:
     """One relay's client for its connector's HTTP routes; close with :meth:`aclose`."""
 
+    __slots__ = ("_client", "_config", "_mint", "routes")  # no __dict__: one per relay
+
     def __init__(
         self, routes: ConnectorRoutes, mint: Callable[[], str | None], config: RelayConfig
     ) -> None:

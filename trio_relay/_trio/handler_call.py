@@ -25,6 +25,9 @@ logger = logging.getLogger("trio_relay")
 class HandlerCall:
     """Calls ``on_message`` (after the steps) or ``on_passthrough`` for a delivery."""
 
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = ("_on_message", "_on_passthrough", "_warned_unhandled", "pre_handlers")
+
     def __init__(
         self, on_message: MessageHandler | None, on_passthrough: PassthroughHandler | None
     ) -> None:

@@ -31,6 +31,8 @@ class DeliveryKeys:
     before that only the local set is told, as nothing has reached the store yet.
     """
 
+    __slots__ = ("_dedupe", "_send_ack", "_stats", "_store")  # no __dict__: one per relay
+
     def __init__(
         self,
         dedupe: DedupeSet,

@@ -26,6 +26,9 @@ logger = logging.getLogger("trio_relay")
 class InterruptRunner:
     """Starts ``on_interrupt(session_key, chat_id)`` for each submitted interrupt."""
 
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = ("_cap", "_concurrency", "_handler", "_nursery", "_pending", "_slots", "_stats")
+
     def __init__(
         self, handler: InterruptHandler | None, stats: RelayStats, config: RelayConfig
     ) -> None:

@@ -38,6 +38,8 @@ _CHUNK = 1 << 16
 class RelayMedia:
     """``relay.media``: media to and from the connector (see the module docstring)."""
 
+    __slots__ = ("_http", "_max", "_stall")  # no __dict__: one per relay
+
     def __init__(self, http: ConnectorHttp, config: RelayConfig) -> None:
         self._http = http
         self._max = config.media_max_bytes

@@ -63,6 +63,9 @@ class Line:
 
 
 class Outbox:
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = ("_lot", "_max_frames", "_max_message_bytes", "_on_put", "_on_sent", "_queue")
+
     def __init__(
         self,
         *,

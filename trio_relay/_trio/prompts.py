@@ -62,6 +62,9 @@ class PromptBroker:
     defaults to :data:`PROCESS_NONCE`.
     """
 
+    # No __dict__: one per relay (or per connection), held for its whole life.
+    __slots__ = ("_pending", "_token", "dropped_foreign", "dropped_late", "nonce")
+
     def __init__(
         self,
         *,

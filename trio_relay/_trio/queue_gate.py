@@ -19,6 +19,8 @@ logger = logging.getLogger("trio_relay")
 
 
 class QueueGate:
+    __slots__ = ("_backlog", "_stats")  # no __dict__: one per relay
+
     def __init__(self, bound: int, stats: RelayStats) -> None:
         self._backlog = Backlog(bound)
         self._stats = stats

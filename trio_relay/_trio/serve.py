@@ -37,7 +37,7 @@ DIAL_ERRORS = (*STREAM_ERRORS, trio.TooSlowError)
 """What a dialer raises for the network's faults (``ssl.SSLError`` is an ``OSError``)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # no __dict__: one per relay
 class ConnectionHooks:
     """What the relay wants to hear about a connection, all called synchronously."""
 
@@ -74,15 +74,18 @@ async def serve_connection(
         return _dial_failed(endpoint, stats, Refusal(f"connect failed: {describe_error(exc)}"))
     conn: Connection | None = None
     try:
-        # Minted at the last moment: a token made before a slow connect (or a suspend)
-        # could be stale by the time the upgrade carries it.
-        headers = upgrade_headers(mint_token(), config.user_agent, config.extra_headers)
         try:
             with trio.fail_after(config.handshake_timeout):
                 ws = await upgrade(
                     stream,
                     endpoint,
-                    headers=headers,
+                    # Minted at the last moment: a token made before a slow connect (or
+                    # a suspend) could be stale by the time the upgrade carries it. Not
+                    # a local: this frame lives as long as the connection, and should
+                    # hold neither the bearer token nor the bytes.
+                    headers=upgrade_headers(
+                        mint_token(), config.user_agent, config.extra_headers
+                    ),
                     max_message_bytes=config.max_message_bytes,
                     compression=config.compression,
                 )

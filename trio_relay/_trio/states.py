@@ -75,6 +75,8 @@ class StateChanges(AsyncIterator[tuple[State, State, str]]):
 class StateFeed:
     """The relay's current state and its subscribers."""
 
+    __slots__ = ("_maxlen", "_next_change", "_subscribers", "state")  # no __dict__: one per relay
+
     def __init__(self, state: State, *, maxlen: int = BUFFERED_CHANGES) -> None:
         self.state = state
         self._maxlen = maxlen

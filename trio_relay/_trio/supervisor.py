@@ -44,7 +44,7 @@ TASK_NAME = f"{__name__}.Supervisor.run"
 """The supervisor's task name, made once (trio formats a new string per task otherwise)."""
 
 
-@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False, slots=True)
 class Supervisor:
     """What the redial loop works with; the relay builds it once."""
 

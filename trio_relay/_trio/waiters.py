@@ -32,6 +32,7 @@ class Waiter:
     caller sleeps on. Exactly one :class:`Outcome` is ever recorded.
     """
 
+    # No __dict__: one per relay (or per connection), held for its whole life.
     __slots__ = (
         "_task",
         "abandoned",
@@ -99,6 +100,8 @@ class Expiry:
     head as results arrive (results mostly come back in order), which keeps the groups
     about as long as the number of requests in flight.
     """
+
+    __slots__ = ("_earliest", "_groups", "_on_expired", "_wake")  # no __dict__: one per relay
 
     def __init__(self, on_expired: Callable[[Waiter], None]) -> None:
         self._on_expired = on_expired
