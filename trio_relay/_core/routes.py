@@ -49,14 +49,17 @@ class RouteTable:
     """
 
     # No __dict__: one per relay (or per connection), held for its whole life.
-    __slots__ = ("_identities", "_profile", "_routes", "multi_profile", "size")
+    __slots__ = ("_bot_ids", "_identities", "_profile", "_routes", "multi_profile", "size")
 
     def __init__(self, size: int, bot_ids: Mapping[str, str] | None = None) -> None:
         if size < 1:
             raise ValueError(f"route cache size must be at least 1, got {size!r}")
         self.size = size
         self._routes: OrderedDict[str, Route] = OrderedDict()
-        self._identities = {normalize_platform(p): (p, b) for p, b in (bot_ids or {}).items()}
+        self._bot_ids = bot_ids
+        self._identities: dict[str, tuple[str, str]] | None = None
+        """Normalised platform -> (spelling, bot id); made by the first record (an idle
+        relay records nothing)."""
         self._profile: str | None = None  # the one profile seen, until a second one
         self.multi_profile = False
         """True once inbound from two different profiles was seen (sticky)."""
@@ -79,7 +82,12 @@ class RouteTable:
         the source names no chat or no platform (nothing to route by)."""
         if not source.chat_id or not normalize_platform(source.platform):
             return None
-        platform, bot_id = self._identities.get(
+        identities = self._identities
+        if identities is None:
+            identities = self._identities = {
+                normalize_platform(p): (p, b) for p, b in (self._bot_ids or {}).items()
+            }
+        platform, bot_id = identities.get(
             normalize_platform(source.platform), (source.platform.strip(), None)
         )
         wire_bot = source.raw.get("bot_id", source.raw.get("botId"))

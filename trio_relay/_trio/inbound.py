@@ -96,6 +96,30 @@ class InboundPipeline:
     ``namespace`` (the gateway id) keeps gateways sharing a store apart.
     """
 
+    # No __dict__: one per relay, held for its whole life.
+    __slots__ = (
+        "_call_handler",
+        "_config",
+        "_dedupe",
+        "_drain_began",
+        "_draining",
+        "_early",
+        "_idle",
+        "_intercepts",
+        "_interrupts",
+        "_keys",
+        "_lanes",
+        "_namespace",
+        "_nursery",
+        "_on_dead_letter",
+        "_queue",
+        "_running",
+        "_slots",
+        "_start",
+        "_stats",
+        "_window",
+    )
+
     def __init__(
         self,
         *,

@@ -39,6 +39,9 @@ from .policy import declare_policy
 from .relay import Relay
 from .supervisor import TASK_NAME as SUPERVISOR_TASK
 
+DEFAULT_IDENTITIES = (Identity("relay", ""),)
+"""Without ``identities``: one, for platform ``relay`` (immutable: one for all relays)."""
+
 PIPELINE_TASK = f"{InboundPipeline.__module__}.InboundPipeline.run"
 """Task names made once (trio formats a new string per task otherwise)."""
 
@@ -95,7 +98,7 @@ async def open_relay(
     )
     relay = late.relay = Relay(
         url,
-        identities=identities if identities is not None else [Identity("relay", "")],
+        identities=identities if identities is not None else DEFAULT_IDENTITIES,
         auth=auth,
         config=config,
         pipeline=pipeline,
