@@ -8,7 +8,11 @@ import ast
 import json
 import subprocess
 import sys
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 import trio_relay
 
@@ -40,3 +44,42 @@ def test_only_the_websocket_client_imports_a_websocket_library() -> None:
             if any(name.split(".")[0] in WEBSOCKET_LIBRARIES for name in names):
                 importers.add(str(path.relative_to(PACKAGE)))
     assert importers == {"_trio/websocket.py", "_trio/websocket_upgrade.py"}
+
+
+def _base_closure(distribution: str) -> set[str]:
+    """``distribution`` and everything its unconditional requirements pull in."""
+    seen: set[str] = set()
+    todo = [distribution]
+    while todo:
+        name = canonicalize_name(todo.pop())
+        if name in seen:
+            continue
+        seen.add(name)
+        for spec in metadata.requires(name) or []:
+            requirement = Requirement(spec)
+            if requirement.marker is None or requirement.marker.evaluate({"extra": ""}):
+                todo.append(requirement.name)
+    return seen
+
+
+def test_importing_the_client_loads_only_what_its_base_requirements_install() -> None:
+    # A dependency only the dev extras install (websockets was one) works in CI and
+    # fails at `import trio_relay` after a plain `pip install trio_relay`.
+    code = (
+        "import json, sys; import trio_relay; "
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    loaded = set(json.loads(subprocess.check_output([sys.executable, "-c", code])))
+    third_party = {
+        name
+        for name in loaded - set(sys.stdlib_module_names) - {"trio_relay"}
+        if not name.startswith("_")
+    }
+    owners = metadata.packages_distributions()
+    installed_by_base = _base_closure("trio_relay")
+    undeclared = {
+        name: owners.get(name)
+        for name in third_party
+        if not {canonicalize_name(d) for d in owners.get(name, [])} & installed_by_base
+    }
+    assert not undeclared, f"imported, not installed by the requirements: {undeclared}"
