@@ -131,6 +131,28 @@ async def test_retry_in_backoff_is_abandoned_when_draining(autojump_clock: Any) 
         assert len(rec.seen) == 1 and h.acks == []  # left to the connector
 
 
+async def test_a_handler_failing_during_the_drain_is_not_retried(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    attempts: list[float] = []
+
+    async def fails_late(event: MessageEvent) -> None:
+        attempts.append(trio.current_time())
+        await trio.sleep(1)
+        raise RuntimeError("failed after the drain began")
+
+    async with running(on_message=fails_late) as h:
+        h.feed(msg(buffer="b1"))
+        await settle()
+        await h.pipeline.drain()  # returns once the handler has failed, not later
+        assert trio.current_time() == 1
+        await trio.sleep(0.1)  # abandoned at once, not after the 0.5 s backoff
+        assert any("retry of" in r.getMessage() and "abandoned" in r.getMessage()
+                   for r in caplog.records)
+        await trio.sleep(10)
+        assert attempts == [0.0] and h.acks == []  # left to the connector, never retried
+
+
 async def test_default_dead_letter_is_logged_without_payload(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
