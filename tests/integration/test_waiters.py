@@ -70,7 +70,8 @@ async def test_expiry_fires_in_deadline_order(autojump_clock: trio.testing.MockC
     waiters[2].resolve(Outcome(success=True))  # answered: never expires
     # The connection's timer loop, with nothing else to wake it (no ping due).
     while trio.current_time() < now + 10:
-        await expiry.sleep_until(now + 10)
+        with expiry.sleep_scope(now + 10):
+            await trio.sleep_forever()
         expiry.expire_due()
     assert expired == [("r1.0", now + 1.0), ("r3.0", now + 3.0)]
 
@@ -88,6 +89,7 @@ async def test_a_waiter_added_during_the_sleep_shortens_it(
             expiry.add(Waiter("r", b"", trio.current_time() + 2.0, 2.0))
 
         nursery.start_soon(add_later)
-        await expiry.sleep_until(now + 100)
+        with expiry.sleep_scope(now + 100):
+            await trio.sleep_forever()
         expiry.expire_due()
     assert expired == [now + 3.0]

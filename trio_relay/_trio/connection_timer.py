@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from .connection_send import SendSide
+from .waiters import abort_sleep
 
 
 class Timer(SendSide):
@@ -45,7 +46,8 @@ class Timer(SendSide):
                 wake = min(next_ping, silent_until)
                 if self._write_failed_at is not None:
                     wake = min(wake, self._write_failed_at + self._config.close_timeout)
-                await self._expiry.sleep_until(wake)
+                with self._expiry.sleep_scope(wake):
+                    await trio.lowlevel.wait_task_rescheduled(abort_sleep)
                 now = trio.current_time()
                 self._expiry.expire_due()
                 silent_for = now - ws.last_received

@@ -108,6 +108,8 @@ class Expiry:
         self._groups: dict[int, deque[Waiter]] = {}
         self._earliest = math.inf
         self._wake: trio.CancelScope | None = None
+        """The scope of the timer's current (or last) sleep; moving the deadline of one
+        already left changes nothing."""
 
     def add(self, waiter: Waiter) -> None:
         if waiter.deadline == math.inf:
@@ -132,19 +134,23 @@ class Expiry:
                 group.popleft()
 
     def wake_by(self, deadline: float) -> None:
-        """Make the current :meth:`sleep_until` end no later than ``deadline``."""
+        """Make the current sleep (see :meth:`sleep_scope`) end no later than
+        ``deadline``."""
         if self._wake is not None and deadline < self._wake.deadline:
             self._wake.deadline = deadline
 
-    async def sleep_until(self, deadline: float) -> None:
-        """Sleep until ``deadline`` or the earliest waiter's deadline, whichever is
-        first (a waiter added meanwhile with an earlier one shortens the sleep)."""
-        with trio.CancelScope(deadline=min(deadline, self._earliest)) as self._wake:
-            # What trio.sleep_forever() does, without its frame: this wait is where an
-            # idle connection's timer spends its life, so each level is held by every
-            # idle relay.
-            await trio.lowlevel.wait_task_rescheduled(_abort_sleep)
-        self._wake = None
+    def sleep_scope(self, deadline: float) -> trio.CancelScope:
+        """A scope to sleep in until ``deadline`` or the earliest waiter's deadline,
+        whichever is first (a waiter added meanwhile with an earlier one shortens the
+        sleep). The caller enters it and sleeps in its own frame::
+
+            with expiry.sleep_scope(deadline):
+                await trio.lowlevel.wait_task_rescheduled(abort_sleep)
+
+        (Not a coroutine of ours: this wait is where an idle connection's timer spends
+        its life, and each level of its await chain is held by every idle relay.)"""
+        self._wake = trio.CancelScope(deadline=min(deadline, self._earliest))
+        return self._wake
 
     def expire_due(self) -> None:
         """Expire every waiter whose deadline has passed."""
@@ -164,5 +170,7 @@ class Expiry:
         self._earliest = earliest
 
 
-def _abort_sleep(_: object) -> trio.lowlevel.Abort:
+def abort_sleep(_: object) -> trio.lowlevel.Abort:
+    """For ``wait_task_rescheduled``: a sleep that any cancellation ends (what
+    ``trio.sleep_forever()`` does, without its frame)."""
     return trio.lowlevel.Abort.SUCCEEDED
