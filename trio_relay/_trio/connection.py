@@ -84,8 +84,8 @@ class Connection(Handshake):
         self.descriptors: dict[str, Descriptor] = {}
         """Platform → descriptor, for the hello'd platforms only, in arrival order."""
         self._platforms: tuple[str, ...] = ()
-        # The events below are made only by whoever waits on them: an idle relay holds
-        # thousands of connections' worth of them otherwise (an Event is ~270 bytes).
+        # The events below are made only by whoever waits on them: an idle connection
+        # needs none, and each (an Event is ~270 bytes) would be held by every idle relay.
         self._descriptor_came: trio.Event | None = None
         """Made by the handshake's wait for the first descriptor, dropped after it."""
         self._all_descriptors: trio.Event | None = None
