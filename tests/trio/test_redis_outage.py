@@ -99,3 +99,120 @@ async def test_a_claim_queued_behind_the_round_that_fails_runs_fail_open_within_
             assert await session.claim("slack:C1:m3") is Claim.NEW
             assert stats.dedupe_store_fail_open == 2
             assert redis.rounds == 2
+
+
+class FlakyRedis:
+    """A server that can go down and come back: while ``down``, a round reaches it
+    (``in_flight``) and fails once ``cut`` is set, and ``ping`` fails; the rounds it did
+    answer are kept, with the keys and counts each carried."""
+
+    def __init__(self) -> None:
+        self.down = False
+        self.in_flight = trio.Event()
+        self.cut = trio.Event()
+        self.answered: list[tuple[list[str], list[Any]]] = []
+        self.pings: list[float] = []
+        self.failed_at: float | None = None
+
+    async def __aenter__(self) -> FlakyRedis:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        return None
+
+    def register_script(self, source: str) -> Any:
+        return self._round
+
+    async def _round(self, *, keys: list[str], args: list[Any]) -> list[int]:
+        if self.down:
+            self.in_flight.set()
+            await self.cut.wait()
+            self.failed_at = trio.current_time()
+            raise ConnectionError("Connection lost while receiving response")
+        self.answered.append((keys, args))
+        return [0] * int(args[3])  # ARGV[4]: how many of the keys are claims
+
+    async def ping(self) -> bytes:
+        self.pings.append(trio.current_time())
+        if self.down:
+            raise ConnectionError("Connection refused")
+        return b"PONG"
+
+    def sent(self, kind: Literal["commit", "release"]) -> list[str]:
+        """The delivery keys sent as ``kind`` by the rounds answered, in order."""
+        out = []
+        for keys, args in self.answered:
+            n_claim, n_commit, n_release = (int(a) for a in args[3:6])
+            start = n_claim if kind == "commit" else n_claim + n_commit
+            count = n_commit if kind == "commit" else n_release
+            out += [key.rsplit(":", 1)[-1] for key in keys[start : start + count]]
+        return out
+
+
+async def _fail_the_round_in_flight(redis: FlakyRedis, stats: RelayStats) -> None:
+    await redis.in_flight.wait()
+    await trio.testing.wait_all_tasks_blocked()
+    redis.cut.set()
+    while stats.dedupe_store_outages == 0:
+        await trio.sleep(TIMEOUT / 10)
+
+
+async def test_commits_kept_through_an_outage_are_the_newest(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # m1's commit is in the round that fails; m2 and m3 are committed while it waits.
+    # Two fit: the newest two (the docstring's promise), not m1 put back behind them.
+    redis = FlakyRedis()
+    stats = RelayStats()
+    store = RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+    async with store.open(namespace="gw-a", capacity=2, stats=stats) as session:
+        redis.down = True
+        session.commit("m1")
+        await redis.in_flight.wait()
+        session.commit("m2")
+        session.commit("m3")
+        await _fail_the_round_in_flight(redis, stats)
+        redis.down = False
+        await trio.sleep(5 * TIMEOUT)  # a probe answers; the kept commits go out
+    assert redis.sent("commit") == ["m2", "m3"]
+
+
+async def test_a_release_in_the_round_that_fails_is_sent_once_the_store_is_back(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # m1's handler failed: its claim must be let go (DEL if still ours), or other
+    # replicas see it "in progress" until the lease runs out.
+    redis = FlakyRedis()
+    stats = RelayStats()
+    store = RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+    async with store.open(namespace="gw-a", capacity=16, stats=stats) as session:
+        assert await session.claim("m1") is Claim.NEW
+        redis.down = True
+        session.release("m1")
+        await _fail_the_round_in_flight(redis, stats)
+        redis.down = False
+        await trio.sleep(5 * TIMEOUT)
+    assert redis.sent("release") == ["m1"]
+
+
+async def test_probing_starts_when_the_outage_does_and_repeats_every_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Not at the next renewal (lease / 3 later): kept commits and releases would wait
+    # that long after the store is back.
+    redis = FlakyRedis()
+    stats = RelayStats()
+    store = RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+    async with store.open(namespace="gw-a", capacity=16, stats=stats) as session:
+        redis.down = True
+        session.commit("m1")
+        await _fail_the_round_in_flight(redis, stats)
+        await trio.sleep(3.5 * TIMEOUT)
+        failed_at = redis.failed_at
+        assert failed_at is not None
+        assert [round(t - failed_at, 6) for t in redis.pings] == [
+            round(i * TIMEOUT, 6) for i in range(4)
+        ]
+        redis.down = False
+        await trio.sleep(TIMEOUT)
+    assert redis.sent("commit") == ["m1"]

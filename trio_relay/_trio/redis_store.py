@@ -257,7 +257,8 @@ class _RedisSession:
             self._wakeup.set()
 
     async def run(self) -> None:
-        """Send what is queued (one pipeline per round), renew claims, probe an outage."""
+        """Send what is queued (one script call per round), renew claims every
+        ``lease / 3``; in an outage, probe every ``timeout`` or so instead."""
         renew_every = self._store.lease / 3
         next_renewal = trio.current_time() + renew_every
         try:
@@ -299,7 +300,13 @@ class _RedisSession:
         if not ok:
             if self._down_since is None:
                 self._outage(None)
-            self._commits.extend(commits)  # written once the store is back
+            # Kept for the store's return. This round's commits are older than any
+            # queued while it was in flight, so they go first: a full queue then drops
+            # the oldest, keeping the newest ``capacity``. Its releases are kept too,
+            # or other replicas would see those claims in progress until the lease ends.
+            self._commits = deque([*commits, *self._commits], maxlen=self._commits.maxlen)
+            self._releases[:0] = releases
+            self._wakeup.set()  # probing starts now (not at the next renewal), every timeout
             # Claims queued while this round was in flight saw the store up, so they
             # wait in ``_claims``; from now on run() only probes, and they would wait
             # for the end of the outage. They fail open now, with this round's own.
