@@ -120,6 +120,29 @@ async def test_a_thousand_concurrent_requests_share_few_messages(
     assert relay.stats.messages_sent < 200
 
 
+async def test_large_requests_in_a_burst_leave_one_by_one_small_ones_together(
+    connector: ReferenceConnector,
+) -> None:
+    # Ten 10 KiB sends started in one turn: each writes itself (its own message) as its
+    # task runs, so the connector can answer the first while the rest are encoded; ten
+    # small ones in the same turn go to the writer and leave in one or two messages.
+    big = {"op": "send", "chat_id": "C", "content": "x" * (10 * 1024)}
+    async with trio_relay.open_relay(connector.url, config=config()) as relay:
+        await relay.wait_connected(5)
+        sent = []
+        for action in (big, SEND):
+            frames, messages = relay.stats.frames_sent, relay.stats.messages_sent
+            async with trio.open_nursery() as nursery:
+                for _ in range(10):
+                    nursery.start_soon(relay.request, action)
+            sent.append(
+                (relay.stats.frames_sent - frames, relay.stats.messages_sent - messages)
+            )
+    (big_frames, big_messages), (small_frames, small_messages) = sent
+    assert big_frames == big_messages == 10
+    assert small_frames == 10 and small_messages <= 2
+
+
 async def test_drop_with_requests_in_flight_resolves_all_ambiguous_at_once(
     connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
 ) -> None:
