@@ -8,7 +8,7 @@ connection. The real server is exercised in ``tests/integration/test_redis_store
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import pytest
 import trio
@@ -21,19 +21,11 @@ Failure = Literal["no answer", "connection lost"]
 TIMEOUT = 0.2
 
 
-class DyingRedis:
+class FakeClient:
     """Enough of a ``coredis.Redis`` for the store: ``async with``, one registered
-    script, ``ping``. Every claim is new while it is up; once ``kill`` is set, a call
-    in flight hangs (``no answer``) or fails when ``cut`` is set (``connection lost``),
-    and so does every later one."""
+    script (``_round``), and ``ping`` in the subclasses."""
 
-    def __init__(self) -> None:
-        self.kill: Failure | None = None
-        self.in_flight = trio.Event()  # a round has reached the dead server
-        self.cut = trio.Event()
-        self.rounds = 0
-
-    async def __aenter__(self) -> DyingRedis:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -41,6 +33,21 @@ class DyingRedis:
 
     def register_script(self, source: str) -> Any:
         return self._round
+
+    async def _round(self, *, keys: list[str], args: list[Any]) -> list[int]:
+        raise NotImplementedError
+
+
+class DyingRedis(FakeClient):
+    """A server that answers until it is killed: every claim is new while it is up;
+    once ``kill`` is set, a call in flight hangs (``no answer``) or fails when ``cut``
+    is set (``connection lost``), and so does every later one."""
+
+    def __init__(self) -> None:
+        self.kill: Failure | None = None
+        self.in_flight = trio.Event()  # a round has reached the dead server
+        self.cut = trio.Event()
+        self.rounds = 0
 
     async def _round(self, *, keys: list[str], args: list[Any]) -> list[int]:
         self.rounds += 1
@@ -101,7 +108,7 @@ async def test_a_claim_queued_behind_the_round_that_fails_runs_fail_open_within_
             assert redis.rounds == 2
 
 
-class FlakyRedis:
+class FlakyRedis(FakeClient):
     """A server that can go down and come back: while ``down``, a round reaches it
     (``in_flight``) and fails once ``cut`` is set, and ``ping`` fails; the rounds it did
     answer are kept, with the keys and counts each carried."""
@@ -113,15 +120,6 @@ class FlakyRedis:
         self.answered: list[tuple[list[str], list[Any]]] = []
         self.pings: list[float] = []
         self.failed_at: float | None = None
-
-    async def __aenter__(self) -> FlakyRedis:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        return None
-
-    def register_script(self, source: str) -> Any:
-        return self._round
 
     async def _round(self, *, keys: list[str], args: list[Any]) -> list[int]:
         if self.down:
@@ -149,6 +147,11 @@ class FlakyRedis:
         return out
 
 
+def _flaky_store() -> tuple[FlakyRedis, RelayStats, RedisDedupeStore]:
+    redis = FlakyRedis()
+    return redis, RelayStats(), RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+
+
 async def _fail_the_round_in_flight(redis: FlakyRedis, stats: RelayStats) -> None:
     await redis.in_flight.wait()
     await trio.testing.wait_all_tasks_blocked()
@@ -162,9 +165,7 @@ async def test_commits_kept_through_an_outage_are_the_newest(
 ) -> None:
     # m1's commit is in the round that fails; m2 and m3 are committed while it waits.
     # Two fit: the newest two (the docstring's promise), not m1 put back behind them.
-    redis = FlakyRedis()
-    stats = RelayStats()
-    store = RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+    redis, stats, store = _flaky_store()
     async with store.open(namespace="gw-a", capacity=2, stats=stats) as session:
         redis.down = True
         session.commit("m1")
@@ -182,9 +183,7 @@ async def test_a_release_in_the_round_that_fails_is_sent_once_the_store_is_back(
 ) -> None:
     # m1's handler failed: its claim must be let go (DEL if still ours), or other
     # replicas see it "in progress" until the lease runs out.
-    redis = FlakyRedis()
-    stats = RelayStats()
-    store = RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+    redis, stats, store = _flaky_store()
     async with store.open(namespace="gw-a", capacity=16, stats=stats) as session:
         assert await session.claim("m1") is Claim.NEW
         redis.down = True
@@ -200,9 +199,7 @@ async def test_probing_starts_when_the_outage_does_and_repeats_every_timeout(
 ) -> None:
     # Not at the next renewal (lease / 3 later): kept commits and releases would wait
     # that long after the store is back.
-    redis = FlakyRedis()
-    stats = RelayStats()
-    store = RedisDedupeStore.from_client(redis, timeout=TIMEOUT)
+    redis, stats, store = _flaky_store()
     async with store.open(namespace="gw-a", capacity=16, stats=stats) as session:
         redis.down = True
         session.commit("m1")
