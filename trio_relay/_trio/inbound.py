@@ -48,7 +48,6 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from contextlib import AsyncExitStack
 from contextlib import nullcontext as _no_shield
-from typing import Literal
 
 import trio
 
@@ -56,7 +55,7 @@ from .._core.backlog import LIVE_OVERFLOW_FACTOR
 from .._core.config import RelayConfig
 from .._core.dedupe import DedupeSet, dedupe_window
 from .._core.dedupe_store import MemoryDedupeStore
-from .._core.delivery import DeadLetter, Delivery, GiveUp, after_failure, decode_delivery
+from .._core.delivery import DeadLetter, Delivery, decode_delivery
 from .._core.event import MessageEvent
 from .._core.frames import InboundFrame, InterruptInbound, PassthroughFrame
 from .._core.handlers import (
@@ -67,9 +66,9 @@ from .._core.handlers import (
     PreHandler,
 )
 from .._core.stats import RelayStats, counted_task
-from .dead_letters import hand_off
 from .dedupe_sqlite import SqliteDedupeStore
 from .handler_call import HandlerCall
+from .inbound_failures import FailureHandling
 from .inbound_keys import DeliveryKeys
 from .interrupts import InterruptRunner
 from .queue_gate import QueueGate
@@ -86,7 +85,7 @@ Intercept = Callable[[MessageEvent], bool]
 that raises is logged and the message goes on."""
 
 
-class InboundPipeline:
+class InboundPipeline(FailureHandling):
     """Runs the relay's inbound handlers (see the module docstring for the rules).
 
     ``send_ack(buffer_id, on_written)`` queues an ``inbound_ack`` on the current
@@ -374,49 +373,3 @@ class InboundPipeline:
         self._stats.delivered += 1
         self._keys.finish(delivery)
         return None
-
-    async def _cancelled_by_us(self, delivery: Delivery) -> bool:
-        # A Cancelled of the pipeline's own scope means the relay is closing: the
-        # checkpoint below raises it again. If it returns, the handler raised a
-        # Cancelled that belongs to some other scope: a failure of that handler.
-        try:
-            await trio.lowlevel.checkpoint_if_cancelled()
-        except trio.Cancelled:
-            self._keys.release(delivery)
-            logger.warning("inbound: handler of %s cancelled: the relay is closing; not "
-                           "acked, the connector will redeliver it", _ids(delivery))
-            return True
-        return False
-
-    async def _failed(
-        self, delivery: Delivery, exc: BaseException, *, foreign_cancel: bool = False
-    ) -> float | None:
-        self._stats.handler_failures += 1
-        delivery.failures += 1
-        failures, limit = delivery.failures, self._config.max_delivery_attempts
-        what = "raised a Cancelled of a scope it does not own" if foreign_cancel else "failed"
-        decision = after_failure(failures, limit)
-        if isinstance(decision, GiveUp):
-            logger.error("inbound: handler %s for %s (attempt %d of %d); giving up", what,
-                         delivery.label, failures, limit, exc_info=exc)
-            await self._dead_letter(delivery, "attempts_exhausted", failures, repr(exc))
-            return None
-        logger.warning("inbound: handler %s for %s (attempt %d of %d); retrying in %g s",
-                       what, delivery.label, failures, limit, decision.delay, exc_info=exc)
-        return decision.delay
-
-    async def _dead_letter(
-        self,
-        delivery: Delivery,
-        reason: Literal["attempts_exhausted", "unparseable"],
-        attempts: int,
-        error: str,
-    ) -> None:
-        await hand_off(delivery, reason, attempts, error, self._on_dead_letter, self._stats)
-        self._keys.finish(delivery)  # handed off (or logged): replays are dropped and acked
-
-
-def _ids(delivery: Delivery) -> str:
-    payload = delivery.payload
-    message_id = payload.message_id if isinstance(payload, MessageEvent) else None
-    return f"{delivery.label} message_id={message_id}"
