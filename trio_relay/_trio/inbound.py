@@ -7,7 +7,8 @@ nursery, so a handler that awaits a reply cannot deadlock the relay: the reply a
 through the reader, which never waits on a handler. The pure rules live in ``_core/``
 (``delivery``, ``backlog``, ``dedupe``, ``dedupe_store``, ``handlers``); one run of the
 user's code is ``handler_call.py``; the bookkeeping of keys and acks is
-``inbound_keys.py``. The rules, and why:
+``inbound_keys.py``; what a failed or cancelled handler leads to is
+``inbound_failures.py``. The rules, and why:
 
 - **Ordering.** Messages of one chat (``platform:chat_id``) form a lane, handled one
   at a time in arrival order; lanes run in parallel, at most
