@@ -4,14 +4,12 @@ independent parser (websockets' own) reads them."""
 
 from __future__ import annotations
 
-import itertools
-
 import pytest
 from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 from websockets.utils import apply_mask
 
-from trio_relay._core.ws_frames import InboundFrames, MaskKeys, text_frame
+from trio_relay._core.ws_frames import InboundFrames, text_frame
 
 MAX = 1000
 
@@ -150,35 +148,3 @@ def test_the_payload_is_masked_with_the_key_given() -> None:
     wire = text_frame(b"hello", key, apply_mask)
     assert wire[2:6] == key
     assert wire[6:] == bytes(b ^ key[i % 4] for i, b in enumerate(b"hello"))
-
-
-def test_mask_keys_come_from_the_random_source_a_block_at_a_time() -> None:
-    calls: list[int] = []
-    drawn = itertools.count()
-
-    def random_bytes(n: int) -> bytes:
-        calls.append(n)
-        return bytes(next(drawn) % 256 for _ in range(n))
-
-    keys = MaskKeys(random_bytes)
-    per_block = MaskKeys.BLOCK // 4
-    taken = [keys.next() for _ in range(per_block + 1)]
-    assert calls == [MaskKeys.BLOCK, MaskKeys.BLOCK]
-    assert taken[0] == bytes((0, 1, 2, 3))
-    assert taken[1] == bytes((4, 5, 6, 7))
-    assert all(len(key) == 4 for key in taken)
-    assert taken[per_block] == bytes(i % 256 for i in range(MaskKeys.BLOCK, MaskKeys.BLOCK + 4))
-
-
-def test_forgetting_the_keys_draws_a_fresh_block() -> None:
-    calls: list[int] = []
-
-    def random_bytes(n: int) -> bytes:
-        calls.append(n)
-        return bytes(n)
-
-    keys = MaskKeys(random_bytes)
-    keys.next()
-    keys.forget()
-    keys.next()
-    assert calls == [MaskKeys.BLOCK, MaskKeys.BLOCK]

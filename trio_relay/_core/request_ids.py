@@ -13,28 +13,23 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from .random_pool import RandomPool
+
 ID_BYTES = 8
 """64 bits: 16 hex characters on the wire."""
 BATCH = 512
 
 
 class RequestIds:
-    __slots__ = ("_at", "_pool", "_random")
+    __slots__ = ("_pool",)
 
     def __init__(self, random_bytes: Callable[[int], bytes] = os.urandom) -> None:
         """``random_bytes(n)``: the random source (``os.urandom``; tests may pass a
         seeded one)."""
-        self._random = random_bytes
-        self._pool = b""
-        self._at = 0
+        self._pool = RandomPool(ID_BYTES, BATCH, random_bytes)
 
     def next(self) -> str:
-        at = self._at
-        if at >= len(self._pool):
-            self._pool = self._random(ID_BYTES * BATCH)
-            at = 0
-        self._at = at + ID_BYTES
-        return self._pool[at : at + ID_BYTES].hex()
+        return self._pool.next().hex()
 
     def __repr__(self) -> str:
         return "<RequestIds>"  # never the pool

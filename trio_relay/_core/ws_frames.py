@@ -15,8 +15,8 @@ client CPU at 16-way, for what is a header and a slice. So:
   boundary. A header the protocol must reject at once (masked, reserved bits, an unknown
   opcode, a payload over the limit) switches to *passthrough*: from there on every byte
   goes to the protocol, which fails the connection with the close code it always would.
-- :func:`text_frame` builds a masked text frame; the masking function and the random
-  source of the keys are the shell's (:class:`MaskKeys`).
+- :func:`text_frame` builds a masked text frame; the masking function and the keys are
+  the shell's (the keys from a :class:`~.random_pool.RandomPool`).
 
 Nothing here decides when the fast path applies: the shell asks for plain frames only
 while the protocol is open and not inside a fragmented message, and frames its own text
@@ -25,10 +25,9 @@ only while no extension (permessage-deflate) is negotiated.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
-__all__ = ["InboundFrames", "MaskKeys", "text_frame"]
+__all__ = ["InboundFrames", "text_frame"]
 
 _FIN = 0x80
 _RESERVED = 0x70
@@ -52,8 +51,8 @@ class InboundFrames:
         self._buffer: bytes | bytearray = pending
         self._max_size = max_size
         self.passthrough = passthrough
-        """Every byte goes to the protocol (set here on a header it must reject, and by
-        the shell once the protocol is no longer open or an extension is in use)."""
+        """Every byte goes to the protocol: set here on a header it must reject, and by
+        the shell from the start when an extension (permessage-deflate) is in use."""
 
     @property
     def buffered(self) -> int:
@@ -126,34 +125,6 @@ class InboundFrames:
         """Everything held back (at the end of the stream, for the protocol to judge)."""
         rest, self._buffer = self._buffer, b""
         return bytes(rest)
-
-
-class MaskKeys:
-    """Masking keys for the frames we send, drawn from the operating system's CSPRNG a
-    block at a time: RFC 6455 §5.3 asks for unpredictable keys, not for a system call per
-    frame. One instance is shared by every connection of a process."""
-
-    __slots__ = ("_block", "_pos", "_random_bytes")
-
-    BLOCK = 4096
-
-    def __init__(self, random_bytes: Callable[[int], bytes] = os.urandom) -> None:
-        self._random_bytes = random_bytes
-        self._block = b""
-        self._pos = 0
-
-    def next(self) -> bytes:
-        pos = self._pos
-        if pos >= len(self._block):
-            self._block = self._random_bytes(self.BLOCK)
-            pos = 0
-        self._pos = pos + 4
-        return self._block[pos : pos + 4]
-
-    def forget(self) -> None:
-        """Drop the unused keys (a forked child must not reuse its parent's)."""
-        self._block = b""
-        self._pos = 0
 
 
 def text_frame(payload: bytes, key: bytes, apply_mask: Callable[[bytes, bytes], bytes]) -> bytes:

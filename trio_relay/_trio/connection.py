@@ -229,9 +229,10 @@ class Connection(Handshake):
             raise
 
     def _write_now(self, waiter: Waiter) -> None:
-        # Alone on an idle plain-TCP socket: no burst to batch with, so writing here
-        # saves the writer's wake-up. What the socket does not take at once is left for
-        # the writer, so the request's own deadline is never stuck behind a full socket.
+        # On an idle plain-TCP socket, alone (no burst to batch with) or large (its bytes
+        # are the cost): writing here saves the writer's wake-up. What the socket does
+        # not take at once is left for the writer, so the request's own deadline is
+        # never stuck behind a full socket.
         waiter.may_have_left = True  # (Waiter.mark_sending, inlined on the hot path)
         self.burst = True
         self._send_now(waiter.line, 1)

@@ -55,7 +55,7 @@ class SendSide:
 
     def _send_now(self, payload: bytes, frames: int) -> None:
         """Frame ``payload`` (``frames`` lines) as one message and hand the socket what
-        it takes now, never waiting (plain TCP only: ``ws.can_write_now``); the rest is
+        it takes now, never waiting (plain TCP only: ``ws.can_send_now``); the rest is
         the writer's. A failed write is taken as any other (see :meth:`_write_failed`)."""
         ws = self.ws
         ws.send_text(payload)

@@ -43,7 +43,8 @@ except ImportError:  # pragma: no cover - a websockets built without its C speed
 
 from .._core.dial_failure import describe_error
 from .._core.endpoint import ByteStream
-from .._core.ws_frames import InboundFrames, MaskKeys, text_frame
+from .._core.random_pool import RandomPool
+from .._core.ws_frames import InboundFrames, text_frame
 from .socket_end import (
     ABNORMAL,
     STREAM_ERRORS,
@@ -73,7 +74,8 @@ MAX_PINGS_AWAITED = 8
 
 _OPEN = State.OPEN
 
-_MASK_KEYS = MaskKeys()
+_MASK_KEYS = RandomPool(4, 1024)
+"""Masking keys (RFC 6455 §5.3: unpredictable), shared by every connection."""
 os.register_at_fork(after_in_child=_MASK_KEYS.forget)
 
 _TEXT, _BINARY, _CONT, _PING, _PONG, _CLOSE = (
@@ -145,15 +147,11 @@ class WebSocket:
         return self.end is None and not self.broken and self._protocol.state is _OPEN
 
     @property
-    def can_write_now(self) -> bool:
-        """The stream takes a write without waiting (:meth:`write_now`): plain TCP."""
-        return self._send_nowait is not None
-
-    @property
     def can_send_now(self) -> bool:
-        """:attr:`can_write_now`, :attr:`can_send` and :attr:`idle` at once (asked by every
-        request, so one look instead of three): a data frame framed now goes straight
-        out without waiting."""
+        """A data frame framed now goes straight out without waiting: the stream takes a
+        write at once (plain TCP, :meth:`write_now`), nothing is pending, nobody is
+        writing, and the socket is open for data frames (:attr:`can_send`). One look,
+        asked by every request."""
         return (
             self._send_nowait is not None
             and not self._writing
@@ -162,11 +160,6 @@ class WebSocket:
             and not self.broken
             and self._protocol.state is _OPEN
         )
-
-    @property
-    def idle(self) -> bool:
-        """Nothing pending and nobody writing: a write now goes straight out."""
-        return not self._writing and not self._pending
 
     @property
     def writing(self) -> bool:
@@ -306,7 +299,7 @@ class WebSocket:
 
     def write_now(self) -> bool:
         """Write what is pending as far as the socket takes it *now*, never waiting
-        (only where :attr:`can_write_now`, and nobody else is writing); true when nothing
+        (plain TCP only, and nobody else is writing); true when nothing
         is left. What the socket did not take stays pending, in order, for a
         :meth:`flush`: a request's own write therefore never blocks its task, and a full
         socket is the writer's to wait on. Raises :class:`WriteFailed`."""
