@@ -27,7 +27,7 @@ from trio_relay._core.frames import (
 )
 from trio_relay._core.passthrough import PassthroughForward
 from trio_relay._core.stats import RelayStats
-from trio_relay._trio.inbound import DeadLetter, InboundPipeline
+from trio_relay._trio.inbound.pipeline import DeadLetter, InboundPipeline
 
 Wire = dict[str, Any]
 

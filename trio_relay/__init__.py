@@ -20,12 +20,12 @@ from ._core.prompts import PromptAnswer, PromptOption
 from ._core.routes import Route, RouteTable
 from ._core.state import State
 from ._core.stats import RelayStats
-from ._trio.dedupe_sqlite import SqliteDedupeStore
-from ._trio.inbound import DeadLetter
+from ._trio.adapter.streaming import StreamReply
+from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
-from ._trio.redis_store import RedisDedupeStore
 from ._trio.relay import Relay
-from ._trio.streaming import StreamReply
+from ._trio.stores.redis import RedisDedupeStore
+from ._trio.stores.sqlite import SqliteDedupeStore
 from .http._stall import StreamStalled
 
 __all__ = [

@@ -28,9 +28,9 @@ def relay_objects() -> Counter[str]:
 
     The ``Relay`` handle itself is left out on purpose: its caller may keep it (and so
     may a log handler holding a handler failure's traceback, as pytest's does)."""
-    from trio_relay._trio.connection import Connection
-    from trio_relay._trio.waiters import Waiter
-    from trio_relay._trio.websocket import WebSocket
+    from trio_relay._trio.connection.connection import Connection
+    from trio_relay._trio.connection.waiters import Waiter
+    from trio_relay._trio.link.websocket import WebSocket
 
     kinds: tuple[type, ...] = (Connection, Waiter, WebSocket)
     gc.collect()

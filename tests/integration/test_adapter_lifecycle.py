@@ -10,7 +10,7 @@ import trio
 
 from trio_relay import MessageEvent, PassthroughForward, Relay, RelayConfig, open_relay
 from trio_relay._core.frames import GoingIdle
-from trio_relay._trio.adapter import bind_relay
+from trio_relay._trio.adapter.plane import bind_relay
 from trio_relay.testing import open_connector
 
 

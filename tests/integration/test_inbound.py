@@ -19,7 +19,7 @@ from inbound_relay_support import DEADLINE, Handled, event, eventually, reconnec
 
 from trio_relay._core.event import MessageEvent
 from trio_relay._core.passthrough import PassthroughForward
-from trio_relay._trio.inbound import DeadLetter
+from trio_relay._trio.inbound.pipeline import DeadLetter
 from trio_relay.testing import ReferenceConnector, open_connector
 
 FORWARD = {

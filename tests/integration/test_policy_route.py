@@ -13,8 +13,8 @@ import trio_relay
 from trio_relay import RelevancePolicy, State, UpgradeAuth
 from trio_relay._core.config import RelayConfig
 from trio_relay._core.media import ConnectorRoutes
-from trio_relay._trio.connector_http import ConnectorHttp
-from trio_relay._trio.policy import declare_policy
+from trio_relay._trio.routes.client import ConnectorHttp
+from trio_relay._trio.routes.policy import declare_policy
 from trio_relay.testing import open_connector
 
 SECRET = "policy-secret-value"

@@ -129,7 +129,7 @@ async def test_an_idle_connection_runs_two_tasks_and_the_writer_only_for_a_burst
     # The whole relay, idle: the supervisor (serving the connection, its timer inline)
     # and the reader; no pipeline task until an inbound frame comes, no writer.
     idle = [
-        "trio_relay._trio.connection.Connection._reader",
+        "trio_relay._trio.connection.connection.Connection._reader",
         "trio_relay._trio.supervisor.Supervisor.run",
     ]
     async with open_connector() as connector, trio_relay.open_relay(connector.url) as relay:

@@ -14,7 +14,7 @@ from upgrade_support import read_head
 import trio_relay
 from trio_relay import RelayConfig
 from trio_relay._core.endpoint import Endpoint
-from trio_relay._trio.proxy import bypassed, proxy_for
+from trio_relay._trio.link.proxy import bypassed, proxy_for
 from trio_relay.testing import open_connector
 
 SEND = {"op": "send", "chat_id": "C1", "content": "hi"}

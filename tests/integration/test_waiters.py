@@ -1,4 +1,4 @@
-"""Per-connection deadlines (trio_relay._trio.waiters): each request times out at its own
+"""Per-connection deadlines (trio_relay._trio.connection.waiters): each request times out at its own
 deadline, whatever the mix of timeouts, and answered requests do not pile up."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import trio.testing
 
 import trio_relay
 from trio_relay import Outcome, RelayConfig
-from trio_relay._trio.waiters import Expiry, Waiter
+from trio_relay._trio.connection.waiters import Expiry, Waiter
 from trio_relay.testing import open_connector
 
 SEND = {"op": "send", "chat_id": "C1", "content": "hi"}

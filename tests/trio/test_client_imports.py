@@ -43,7 +43,7 @@ def test_only_the_websocket_client_imports_a_websocket_library() -> None:
                 names = [node.module]
             if any(name.split(".")[0] in WEBSOCKET_LIBRARIES for name in names):
                 importers.add(str(path.relative_to(PACKAGE)))
-    assert importers == {"_trio/websocket.py", "_trio/websocket_upgrade.py"}
+    assert importers == {"_trio/link/websocket.py", "_trio/link/upgrade.py"}
 
 
 def _base_closure(distribution: str) -> set[str]:

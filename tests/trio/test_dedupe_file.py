@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trio_relay._trio.dedupe_file import SqliteKeyFile
+from trio_relay._trio.stores.key_file import SqliteKeyFile
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])

@@ -21,8 +21,8 @@ from websockets.streams import StreamReader
 from websockets.uri import parse_uri
 
 from trio_relay._core.endpoint import Endpoint
-from trio_relay._trio.websocket import WebSocketEnded
-from trio_relay._trio.websocket_upgrade import upgrade
+from trio_relay._trio.link.upgrade import upgrade
+from trio_relay._trio.link.websocket import WebSocketEnded
 
 MAX = 2000
 GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"

@@ -23,7 +23,7 @@ from trio_relay._core.frames import (
     InboundFrame,
 )
 from trio_relay._core.passthrough import PassthroughForward
-from trio_relay._trio.inbound import DeadLetter
+from trio_relay._trio.inbound.pipeline import DeadLetter
 
 # --- failures, retries, dead letters ----------------------------------------------------
 

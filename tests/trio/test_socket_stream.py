@@ -1,4 +1,4 @@
-"""The relay's own TCP stream (``_trio/socket_stream.py``) on real loopback sockets:
+"""The relay's own TCP stream (``_trio/link/stream.py``) on real loopback sockets:
 how it connects, what reads and writes return and raise, when it yields (only when it
 must wait, and at least every ``READS_PER_CHECKPOINT`` reads), and, through the public
 relay, that a request's direct write never blocks its task on a full socket. The peer
@@ -18,7 +18,7 @@ import trio.testing
 
 import trio_relay
 from trio_relay import RelayConfig
-from trio_relay._trio.socket_stream import READS_PER_CHECKPOINT, SocketStream, open_tcp
+from trio_relay._trio.link.stream import READS_PER_CHECKPOINT, SocketStream, open_tcp
 from trio_relay.testing import open_connector
 
 

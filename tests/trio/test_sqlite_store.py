@@ -22,7 +22,7 @@ from inbound_support import (
 )
 
 from trio_relay import SqliteDedupeStore
-from trio_relay._trio.dedupe_file import SqliteKeyFile
+from trio_relay._trio.stores.key_file import SqliteKeyFile
 
 # --- durable dedupe ----------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import trio.testing
 
 from trio_relay import RelayClosed, RelayRevoked, State
 from trio_relay._core.lifecycle import Change
-from trio_relay._trio.states import BUFFERED_CHANGES, StateFeed
+from trio_relay._trio.state_feed import BUFFERED_CHANGES, StateFeed
 
 C, U, R, D, X, Z = (
     State.CONNECTING,

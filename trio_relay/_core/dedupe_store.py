@@ -23,7 +23,7 @@ The interface is four steps, in the order the pipeline uses them:
    fail open, since a repeat beats a lost message.
 3. :meth:`DedupeSession.commit` after the handler returned, and
 4. :meth:`DedupeSession.release` after it raised or was cancelled. Both never block:
-   a store writes them behind (the ack does not wait; see ``_trio/dedupe_writer.py``
+   a store writes them behind (the ack does not wait; see ``_trio/stores/writer.py``
    for why either order is safe).
 
 Sessions are opened with :meth:`DedupeStore.open` for one pipeline's life and bound to

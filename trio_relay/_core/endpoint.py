@@ -3,7 +3,7 @@
 :class:`Endpoint` is split out of the normalised URL once per relay. A *dialer* turns
 an endpoint into a connected byte stream (TCP, through a proxy if configured, and TLS
 for ``wss``); the WebSocket upgrade then runs over whatever stream it returns. The
-default dialer is :func:`trio_relay._trio.dial.connect`; ``RelayConfig(dialer=...)``
+default dialer is :func:`trio_relay._trio.link.dial.connect`; ``RelayConfig(dialer=...)``
 replaces it, which is how tests and the soak inject faults (``trio_relay.testing``:
 ``FaultDialer``, ``MemoryDialer``) instead of patching private modules.
 

@@ -25,18 +25,18 @@ from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
 from .._core.stats import RelayStats
-from .adapter import bind_relay
-from .connector_http import ConnectorHttp
-from .inbound import (
+from .adapter.plane import bind_relay
+from .inbound.pipeline import (
     DeadLetterHandler,
     InboundPipeline,
     InterruptHandler,
     MessageHandler,
     PassthroughHandler,
 )
-from .media import RelayMedia, with_media_downloads
-from .policy import declare_policy
 from .relay import Relay
+from .routes.client import ConnectorHttp
+from .routes.media import RelayMedia, with_media_downloads
+from .routes.policy import declare_policy
 from .supervisor import TASK_NAME as SUPERVISOR_TASK
 
 DEFAULT_IDENTITIES = (Identity("relay", ""),)

@@ -28,16 +28,16 @@ from .._core.request_ids import RequestIds
 from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.url import normalize_url
-from .acks import TrackedAck
-from .adapter import AdapterPlane
-from .adapter_methods import AdapterMethods
-from .connection import Connection
-from .dial import Endpoint
-from .inbound import InboundPipeline
-from .media import RelayMedia
-from .serve import ConnectionHooks
+from .adapter.methods import AdapterMethods
+from .adapter.plane import AdapterPlane
+from .connection.connection import Connection
+from .connection.serve import ConnectionHooks
+from .inbound.acks import TrackedAck
+from .inbound.pipeline import InboundPipeline
+from .link.dial import Endpoint
+from .routes.media import RelayMedia
+from .state_feed import StateFeed
 from .state_methods import StateMethods
-from .states import StateFeed
 from .supervisor import Supervisor, token_minter
 
 logger = logging.getLogger("trio_relay")

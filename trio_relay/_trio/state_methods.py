@@ -8,8 +8,8 @@ import logging
 
 from .._core.lifecycle import AUTH_ADVICE, Change, Lifecycle
 from .._core.state import State
-from .dial import Endpoint
-from .states import StateChanges, StateFeed
+from .link.dial import Endpoint
+from .state_feed import StateChanges, StateFeed
 
 logger = logging.getLogger("trio_relay")
 

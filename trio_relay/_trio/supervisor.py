@@ -20,8 +20,8 @@ from .._core.lifecycle import Change, Lifecycle, Redial
 from .._core.state import State
 from .._core.stats import RelayStats, counted_task
 from .._core.token import mint_token
-from .dial import Endpoint
-from .serve import ConnectionHooks, serve_connection
+from .connection.serve import ConnectionHooks, serve_connection
+from .link.dial import Endpoint
 
 logger = logging.getLogger("trio_relay")
 

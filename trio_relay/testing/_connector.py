@@ -4,7 +4,7 @@ docs/protocol.md, with every fault a gateway must survive one method call away.
 It serves tests (the library's and its users'), the benchmarks and the
 ``trio-relay connector`` command, so it is built like a real server, not a mock: real
 TCP on loopback, real trio-websocket framing, replies batched through the same
-:class:`~trio_relay._trio.outbox.Outbox` the gateway uses, frames decoded with the same
+:class:`~trio_relay._trio.connection.outbox.Outbox` the gateway uses, frames decoded with the same
 sans-I/O codec. What makes it a *testing* connector is that it records what it saw and
 lets the caller misbehave on purpose: close with any code, reset TCP, fall silent, delay,
 withhold or drop results, refuse or revoke authentication, stop and restart listening.

@@ -32,7 +32,7 @@ import trio.testing
 
 from .._core.config import RelayConfig
 from .._core.endpoint import ByteStream, Dialer, Endpoint
-from .._trio.dial import connect
+from .._trio.link.dial import connect
 
 WriteTap = Callable[[bytes, bool], None]
 """``tap(payload, returned)``: a WebSocket frame's payload the client wrote, unmasked;

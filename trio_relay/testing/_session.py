@@ -32,7 +32,7 @@ from trio_websocket import (
 
 from .._core.codec import FrameDecoder, encode_frame
 from .._core.frames import GATEWAY_FRAMES, Frame, Hello
-from .._trio.outbox import Line, Outbox
+from .._trio.connection.outbox import Line, Outbox
 from ._gated_stream import GatedStream
 from ._http_routes import HttpRoutes
 

@@ -1,0 +1,190 @@
+"""One connection's life: dial, upgrade, handshake, serve until it ends.
+
+The supervisor (``supervisor.py``) calls :func:`serve_connection` once per dial and decides from the
+returned :class:`ConnectionEnd` what to do next; this module knows nothing of backoff or
+revocation. Every way a dial can fail — refused, unreachable, TLS, a proxy's refusal,
+any HTTP answer at the upgrade, a bad ``Sec-WebSocket-Accept``, EOF or a reset midway —
+comes back as a failed dial's ``ConnectionEnd``, logged in plain words, never as an
+exception. The connection nursery opened here holds the connection's tasks and is
+cancelled as a whole when the socket dies; the stream is closed on every path out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import trio
+
+from ..._core.close import AUTH_CLOSE_CODE, ConnectionEnd
+from ..._core.config import Identity, RelayConfig
+from ..._core.dial_failure import Refusal, describe_error
+from ..._core.endpoint import ByteStream, Endpoint
+from ..._core.stats import RelayStats
+from ..link.dial import connect
+from ..link.stream import SocketStream
+from ..link.upgrade import upgrade
+from ..link.websocket import STREAM_ERRORS, UpgradeFailed, upgrade_headers
+from .connection import Connection, InboundSink
+
+logger = logging.getLogger("trio_relay")
+
+DIALING = "relay %s: dialing (dial %d)"
+"""Logged at DEBUG as each dial starts."""
+
+DIAL_ERRORS = (*STREAM_ERRORS, trio.TooSlowError)
+"""What a dialer raises for the network's faults (``ssl.SSLError`` is an ``OSError``)."""
+
+
+@dataclass(frozen=True, slots=True)  # no __dict__: one per relay
+class ConnectionHooks:
+    """What the relay wants to hear about a connection, all called synchronously."""
+
+    on_open: Callable[[Connection], None]
+    """The socket is upgraded and its tasks run (acks may use it already)."""
+    on_up: Callable[[Connection], None]
+    """The first descriptor arrived: requests may use it."""
+    on_end: Callable[[Connection], None]
+    """It ended (called by whichever task saw it first)."""
+    on_inbound: InboundSink
+
+
+async def serve_connection(
+    *,
+    endpoint: Endpoint,
+    config: RelayConfig,
+    stats: RelayStats,
+    identities: Sequence[Identity],
+    mint_token: Callable[[], str | None],
+    hooks: ConnectionHooks,
+) -> ConnectionEnd:
+    """Dial once and serve the connection until it ends; never raises for the
+    network's faults (they come back as the :class:`ConnectionEnd`)."""
+    stats.dials += 1
+    logger.debug(DIALING, endpoint, stats.dials)
+    dialer = config.dialer or connect
+    try:
+        with trio.fail_after(config.connect_timeout):
+            stream = await dialer(endpoint, config)
+    except trio.TooSlowError:
+        cause = f"connect failed: timed out after {config.connect_timeout:g} s"
+        return _dial_failed(endpoint, stats, Refusal(cause))
+    except DIAL_ERRORS as exc:
+        return _dial_failed(endpoint, stats, Refusal(f"connect failed: {describe_error(exc)}"))
+    conn: Connection | None = None
+    try:
+        try:
+            with trio.fail_after(config.handshake_timeout):
+                ws = await upgrade(
+                    stream,
+                    endpoint,
+                    # Minted at the last moment: a token made before a slow connect (or
+                    # a suspend) could be stale by the time the upgrade carries it. Not
+                    # a local: this frame lives as long as the connection, and should
+                    # hold neither the bearer token nor the bytes.
+                    headers=upgrade_headers(
+                        mint_token(), config.user_agent, config.extra_headers
+                    ),
+                    max_message_bytes=config.max_message_bytes,
+                    compression=config.compression,
+                )
+        except UpgradeFailed as exc:
+            return _dial_failed(endpoint, stats, exc.refusal, exc.status)
+        except trio.TooSlowError:
+            cause = f"upgrade failed: no answer within {config.handshake_timeout:g} s"
+            return _dial_failed(endpoint, stats, Refusal(cause))
+        except DIAL_ERRORS as exc:
+            cause = f"upgrade failed: {describe_error(exc)}"
+            return _dial_failed(endpoint, stats, Refusal(cause))
+        async with trio.open_nursery() as nursery:
+            conn = Connection(
+                ws=ws,
+                nursery=nursery,
+                config=config,
+                stats=stats,
+                on_inbound=hooks.on_inbound,
+                on_end=hooks.on_end,
+            )
+            conn.start()
+            hooks.on_open(conn)
+            if await conn.handshake(identities, config.handshake_timeout):
+                stats.missing_descriptors = []
+                hooks.on_up(conn)
+                if not conn.has_all_descriptors:
+                    nursery.start_soon(_watch_descriptors, conn, config, stats, endpoint)
+                await conn.run_timer()
+            # Connection.end() cancels this nursery, this wait included.
+            await conn.wait_ended()
+    finally:
+        with trio.CancelScope(shield=True):
+            await _close(stream)
+    return _connection_over(endpoint, conn)
+
+
+async def _watch_descriptors(
+    conn: Connection, config: RelayConfig, stats: RelayStats, endpoint: Endpoint
+) -> None:
+    # Up on the first descriptor; the rest are added as they come. Whoever is still
+    # without one when the handshake's time is up is named, once.
+    with trio.move_on_at(conn.opened_at + config.handshake_timeout):
+        await conn.wait_all_descriptors()
+    missing = conn.missing_descriptors()
+    if missing and conn.is_open:
+        stats.missing_descriptors = missing
+        logger.warning(
+            "relay %s: no descriptor for %s within %g s; requests for them are limited "
+            "to the legacy ops (send, edit, typing, follow_up)",
+            endpoint,
+            ", ".join(missing),
+            config.handshake_timeout,
+        )
+
+
+async def _close(stream: ByteStream) -> None:
+    if isinstance(stream, SocketStream):
+        stream.close()  # no checkpoint: the redial goes on in this same turn
+    elif isinstance(stream, trio.abc.AsyncResource):
+        await trio.aclose_forcefully(stream)
+    else:  # pragma: no cover - a dialer's own stream type
+        with trio.move_on_after(0):
+            await stream.aclose()
+
+
+def _connection_over(endpoint: Endpoint, conn: Connection | None) -> ConnectionEnd:
+    assert conn is not None, "only a served connection gets here"
+    end = conn.end_info
+    assert end is not None, "the connection nursery exits only through Connection.end"
+    # A link that never came up is a failed dial: the supervisor logs it (once, with
+    # its next attempt), so this line is only for debugging then.
+    logger.log(
+        logging.INFO if end.up_for is not None else logging.DEBUG,
+        "relay %s: connection ended after %.3f s: %s (code %s, reason %r)",
+        endpoint,
+        trio.current_time() - conn.opened_at,
+        end.cause,
+        end.code,
+        end.reason,
+    )
+    return end
+
+
+def _dial_failed(
+    endpoint: Endpoint, stats: RelayStats, why: Refusal, status: int | None = None
+) -> ConnectionEnd:
+    code = AUTH_CLOSE_CODE if why.auth else None
+    reason = "unauthorized" if why.auth else None
+    stats.dial_failures += 1
+    stats.last_close_code = code
+    stats.last_close_reason = reason
+    stats.last_dial_failure = why.cause
+    # Not logged here: the supervisor logs each failed dial once (at WARNING when it
+    # carries advice), with its next attempt.
+    return ConnectionEnd(
+        why.cause,
+        code,
+        reason,
+        http_status=status,
+        retry_after=why.retry_after,
+        advice=why.advice,
+    )

@@ -1,0 +1,81 @@
+"""What the inbound pipeline does when a handler fails, is cancelled, or its delivery
+cannot be run at all (the rules are in ``inbound.py``'s docstring; the retry schedule is
+``_core/delivery.after_failure``).
+
+A mixin of :class:`~.inbound.InboundPipeline`, kept apart so that the pipeline's module
+reads as the happy path: admit, queue, run, ack.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import trio
+
+from ..._core.config import RelayConfig
+from ..._core.delivery import Delivery, GiveUp, after_failure
+from ..._core.event import MessageEvent
+from ..._core.handlers import DeadLetterHandler
+from ..._core.stats import RelayStats
+from .dead_letters import hand_off
+from .keys import DeliveryKeys
+
+__all__ = ["FailureHandling"]
+
+logger = logging.getLogger("trio_relay")
+
+
+class FailureHandling:
+    __slots__ = ()  # the pipeline's own slots hold the state below
+
+    _config: RelayConfig
+    _stats: RelayStats
+    _keys: DeliveryKeys
+    _on_dead_letter: DeadLetterHandler | None
+
+    async def _cancelled_by_us(self, delivery: Delivery) -> bool:
+        # A Cancelled of the pipeline's own scope means the relay is closing: the
+        # checkpoint below raises it again. If it returns, the handler raised a
+        # Cancelled that belongs to some other scope: a failure of that handler.
+        try:
+            await trio.lowlevel.checkpoint_if_cancelled()
+        except trio.Cancelled:
+            self._keys.release(delivery)
+            logger.warning("inbound: handler of %s cancelled: the relay is closing; not "
+                           "acked, the connector will redeliver it", _ids(delivery))
+            return True
+        return False
+
+    async def _failed(
+        self, delivery: Delivery, exc: BaseException, *, foreign_cancel: bool = False
+    ) -> float | None:
+        self._stats.handler_failures += 1
+        delivery.failures += 1
+        failures, limit = delivery.failures, self._config.max_delivery_attempts
+        what = "raised a Cancelled of a scope it does not own" if foreign_cancel else "failed"
+        decision = after_failure(failures, limit)
+        if isinstance(decision, GiveUp):
+            logger.error("inbound: handler %s for %s (attempt %d of %d); giving up", what,
+                         delivery.label, failures, limit, exc_info=exc)
+            await self._dead_letter(delivery, "attempts_exhausted", failures, repr(exc))
+            return None
+        logger.warning("inbound: handler %s for %s (attempt %d of %d); retrying in %g s",
+                       what, delivery.label, failures, limit, decision.delay, exc_info=exc)
+        return decision.delay
+
+    async def _dead_letter(
+        self,
+        delivery: Delivery,
+        reason: Literal["attempts_exhausted", "unparseable"],
+        attempts: int,
+        error: str,
+    ) -> None:
+        await hand_off(delivery, reason, attempts, error, self._on_dead_letter, self._stats)
+        self._keys.finish(delivery)  # handed off (or logged): replays are dropped and acked
+
+
+def _ids(delivery: Delivery) -> str:
+    payload = delivery.payload
+    message_id = payload.message_id if isinstance(payload, MessageEvent) else None
+    return f"{delivery.label} message_id={message_id}"
