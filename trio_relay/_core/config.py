@@ -10,13 +10,14 @@ import random
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .dedupe_store import DedupeStore
 from .endpoint import Dialer
 from .keepalive import KeepaliveConfig
 from .token import DEFAULT_TOKEN_TTL, check_gateway_id
+from .url import masked_credentials
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ class RelayConfig:
     ``None``: one ``random.Random()`` shared by every relay of the process (its state is
     2.5 KiB; one per relay was a tenth of an idle relay's memory). Pass a seeded one
     for exact, repeatable delays in tests."""
-    proxy: str | bool = True
+    proxy: str | bool = field(default=True, repr=False)
     """HTTP CONNECT proxy for the WebSocket: ``True`` reads ``HTTPS_PROXY`` (``wss``) or
     ``HTTP_PROXY`` (``ws``), then ``ALL_PROXY``, honouring ``NO_PROXY``; a URL
     (``http://[user:pass@]host:port``) uses that proxy; ``False`` dials directly."""
@@ -154,6 +155,15 @@ class RelayConfig:
     (see ``trio_relay._core.endpoint``). ``None`` is the real one: TCP with happy
     eyeballs and the keepalive options, the proxy, TLS. Tests and the soak pass
     ``trio_relay.testing.FaultDialer``/``MemoryDialer`` here to inject faults."""
+
+    def __repr__(self) -> str:
+        # The generated repr minus the fields marked repr=False, plus the proxy with its
+        # user:password masked: a logged config or an error tracker's frame locals must
+        # not ship the proxy credentials.
+        shown = [f"{f.name}={getattr(self, f.name)!r}" for f in fields(self) if f.repr]
+        proxy = self.proxy
+        shown.append(f"proxy={masked_credentials(proxy) if isinstance(proxy, str) else proxy!r}")
+        return f"RelayConfig({', '.join(shown)})"
 
     def __post_init__(self) -> None:
         positive = (

@@ -39,3 +39,23 @@ def normalize_url(base_url: str) -> str:
     if not path.endswith(_SUFFIX):
         path += _SUFFIX
     return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
+
+
+def masked_credentials(url: str) -> str:
+    """``url`` with any ``user:password@`` replaced by ``***@``, for reprs and logs.
+
+    Works on what ``urlsplit`` cannot parse too (a bad port, no scheme): everything
+    between the scheme (if any) and the last ``@`` before the path is userinfo."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority_end = len(rest)
+    for stop in "/?#":
+        index = rest.find(stop)
+        if index != -1:
+            authority_end = min(authority_end, index)
+    authority, tail = rest[:authority_end], rest[authority_end:]
+    if "@" not in authority:
+        return url
+    host = authority.rpartition("@")[2]
+    return f"{scheme}{sep}***@{host}{tail}"
