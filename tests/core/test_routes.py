@@ -74,16 +74,22 @@ def test_size_must_be_positive() -> None:
         RouteTable(0)
 
 
-def test_multi_profile_only_after_a_second_profile() -> None:
+def test_profile_follows_the_chats_latest_inbound() -> None:
+    """Only one profile ever seen: its chats still echo it (issue 21); a chat whose
+    latest inbound dropped the profile stops echoing it."""
     table = RouteTable(10)
     table.record(source("A"))  # no profile at all
     table.record(source("B", profile="alpha"))
-    table.record(source("C", profile="alpha"))
-    assert not table.multi_profile
-    table.record(source("D", profile="beta"))
-    assert table.multi_profile
-    table.record(source("E", profile="beta"))
-    assert table.multi_profile  # sticky
+    action = {"op": "send", "chat_id": "B", "content": "x"}
+    route_b = table.get("B")
+    assert route_b is not None
+    assert routed_action(action, route_b)["metadata"] == {"profile": "alpha"}
+    route_a = table.get("A")
+    assert route_a is not None
+    assert routed_action(action, route_a) is action  # nothing to add: byte-identical
+    table.record(source("B"))  # B's latest inbound carried none
+    route_b = table.get("B")
+    assert route_b is not None and routed_action(action, route_b) is action
 
 
 ROUTE = Route("discord", "B1", scope_id="G1", user_id="U1", profile="p")
@@ -91,33 +97,41 @@ ROUTE = Route("discord", "B1", scope_id="G1", user_id="U1", profile="p")
 
 def test_fills_missing_metadata() -> None:
     action = {"op": "send", "chat_id": "C1", "content": "hi"}
-    filled = routed_action(action, ROUTE, multi_profile=False)
-    assert filled == {**action, "metadata": {"scope_id": "G1", "user_id": "U1"}}
+    filled = routed_action(action, ROUTE)
+    assert filled == {**action, "metadata": {"scope_id": "G1", "user_id": "U1", "profile": "p"}}
     assert action == {"op": "send", "chat_id": "C1", "content": "hi"}  # not mutated
 
 
 def test_never_overwrites_the_caller() -> None:
     action = {"op": "send", "chat_id": "C1", "metadata": {"scope_id": "mine", "x": 1}}
-    filled = routed_action(action, ROUTE, multi_profile=True)
+    filled = routed_action(action, ROUTE)
     assert filled["metadata"] == {"scope_id": "mine", "x": 1, "user_id": "U1", "profile": "p"}
     explicit_none = {"op": "send", "chat_id": "C1", "metadata": {"user_id": None}}
-    assert routed_action(explicit_none, ROUTE, multi_profile=False)["metadata"] == {
+    assert routed_action(explicit_none, ROUTE)["metadata"] == {
         "user_id": None,
         "scope_id": "G1",
+        "profile": "p",
     }
 
 
-def test_profile_only_when_multi_profile() -> None:
+def test_profile_echoed_whenever_the_route_has_one() -> None:
     action = {"op": "edit", "chat_id": "C1", "message_id": "m", "content": "x"}
-    assert "profile" not in routed_action(action, ROUTE, multi_profile=False)["metadata"]
-    assert routed_action(action, ROUTE, multi_profile=True)["metadata"]["profile"] == "p"
+    assert routed_action(action, ROUTE)["metadata"]["profile"] == "p"
+    no_profile = Route("discord", "B1", scope_id="G1", user_id="U1")
+    assert "profile" not in routed_action(action, no_profile)["metadata"]
+    mine = {**action, "metadata": {"profile": "caller"}}
+    assert routed_action(mine, ROUTE)["metadata"]["profile"] == "caller"  # caller wins
 
 
 def test_nothing_to_add_returns_the_same_object() -> None:
     action = {"op": "send", "chat_id": "C1", "content": "hi"}
-    assert routed_action(action, Route("relay"), multi_profile=True) is action
-    full = {"op": "send", "chat_id": "C1", "metadata": {"scope_id": "a", "user_id": "b"}}
-    assert routed_action(full, ROUTE, multi_profile=False) is full
+    assert routed_action(action, Route("relay")) is action
+    full = {
+        "op": "send",
+        "chat_id": "C1",
+        "metadata": {"scope_id": "a", "user_id": "b", "profile": "q"},
+    }
+    assert routed_action(full, ROUTE) is full
 
 
 @pytest.mark.parametrize(
@@ -128,12 +142,13 @@ def test_nothing_to_add_returns_the_same_object() -> None:
     ],
 )
 def test_left_alone(action: dict[str, Any]) -> None:
-    assert routed_action(action, ROUTE, multi_profile=True) is action
+    assert routed_action(action, ROUTE) is action
 
 
 def test_get_chat_info_is_chat_addressed_too() -> None:
     action = {"op": "get_chat_info", "chat_id": "C1"}
-    assert routed_action(action, ROUTE, multi_profile=False)["metadata"] == {
+    assert routed_action(action, ROUTE)["metadata"] == {
         "scope_id": "G1",
         "user_id": "U1",
+        "profile": "p",
     }

@@ -120,8 +120,9 @@ async def test_caller_values_are_never_overwritten() -> None:
 
 
 async def test_single_profile_frames_are_byte_identical() -> None:
-    """A chat whose inbound names the gateway's only profile gets exactly the frame a
-    chat without any profile gets; once a second profile appears, profile is sent."""
+    """A chat whose inbound carried no profile gets exactly the frame a gateway that
+    knows nothing of profiles sends; a chat whose inbound carried one echoes it, even
+    when it is the only profile this gateway has seen (issue 21)."""
     async with open_connector() as connector, open_relay(connector.url) as relay:
         await relay.wait_connected(5)
         relay.routes.prime({"platform": "relay", "chat_id": "A", "user_id": "U", "profile": "main"})
@@ -129,14 +130,34 @@ async def test_single_profile_frames_are_byte_identical() -> None:
         for chat in ("A", "B"):
             await relay.request({"op": "send", "chat_id": chat, "content": "x"})
         a, b = connector.outbound[-2:]
-        assert wire_line(a).replace('"A"', '"B"') == wire_line(b)
-        assert "profile" not in wire_line(a)
-        relay.routes.prime({"platform": "relay", "chat_id": "C", "profile": "side"})
+        assert a.action["metadata"] == {"user_id": "U", "profile": "main"}
+        assert b.action["metadata"] == {"user_id": "U"}
+        await relay.request(
+            {"op": "send", "chat_id": "A", "content": "x", "metadata": {"profile": "mine"}}
+        )
+        relay.routes.prime({"platform": "relay", "chat_id": "A", "user_id": "U"})
         await relay.request({"op": "send", "chat_id": "A", "content": "x"})
-        await relay.request({"op": "send", "chat_id": "B", "content": "x"})
-    a2, b2 = connector.outbound[-2:]
-    assert a2.action["metadata"] == {"user_id": "U", "profile": "main"}
-    assert wire_line(b2) == wire_line(b)  # still no profile: its inbound had none
+    mine, a2 = connector.outbound[-2:]
+    assert mine.action["metadata"] == {"profile": "mine", "user_id": "U"}  # caller wins
+    assert wire_line(a2).replace('"A"', '"B"') == wire_line(b)  # latest had none
+
+
+async def test_profile_echoed_from_a_real_inbound_of_the_only_profile() -> None:
+    """Through the wire: the connector stamps source.profile on an inbound, and the
+    reply to that chat carries it although no second profile was ever seen."""
+    async def on_message(event: MessageEvent) -> None:
+        pass
+
+    async with (
+        open_connector() as connector,
+        open_relay(connector.url, on_message=on_message) as relay,
+    ):
+        await relay.wait_connected(5)
+        source = {"platform": "relay", "chat_id": "P1", "user_id": "U", "profile": "solo"}
+        await connector.send_inbound({"text": "hi", "message_id": "m1", "source": source})
+        await handled(relay, connector, 1)
+        await relay.request({"op": "send", "chat_id": "P1", "content": "x"})
+    assert connector.outbound[-1].action["metadata"] == {"user_id": "U", "profile": "solo"}
 
 
 async def test_follow_up_gets_no_metadata_and_other_platforms_are_kept() -> None:

@@ -9,10 +9,13 @@ relay remembers, per chat, what the last inbound of that chat carried
 (:class:`RouteTable`, a bounded LRU) and fills whatever the caller left out of a
 request addressed to that chat. What the caller set is never overwritten.
 
-``profile`` is emitted only once this gateway has seen inbound from more than one
-profile: a single-profile gateway's frames stay byte-identical to those of a gateway
-that knows nothing of profiles. Until a second profile shows up there is nothing for
-the connector to tell apart.
+``profile`` is echoed whenever the chat's latest inbound carried ``source.profile``, and
+never when it did not. A connector stamps ``source.profile`` only on a gateway that
+serves several profiles, so that rule alone keeps a single-profile gateway's frames
+byte-identical to those of a gateway that knows nothing of profiles. (Waiting until a
+second profile had been seen, as an earlier version did, sent every reply to the first
+profile's chats without it, and the connector could route such a chat's next turn to
+another profile.)
 
 Sans-I/O: no Trio, no sockets.
 """
@@ -49,7 +52,7 @@ class RouteTable:
     """
 
     # No __dict__: one per relay (or per connection), held for its whole life.
-    __slots__ = ("_bot_ids", "_identities", "_profile", "_routes", "multi_profile", "size")
+    __slots__ = ("_bot_ids", "_identities", "_routes", "size")
 
     def __init__(self, size: int, bot_ids: Mapping[str, str] | None = None) -> None:
         if size < 1:
@@ -60,9 +63,6 @@ class RouteTable:
         self._identities: dict[str, tuple[str, str]] | None = None
         """Normalised platform -> (spelling, bot id); made by the first record (an idle
         relay records nothing)."""
-        self._profile: str | None = None  # the one profile seen, until a second one
-        self.multi_profile = False
-        """True once inbound from two different profiles was seen (sticky)."""
 
     def __len__(self) -> int:
         return len(self._routes)
@@ -101,7 +101,6 @@ class RouteTable:
             profile=source.profile or None,
             thread_id=source.thread_id,
         )
-        self._note_profile(route.profile)
         self._routes[source.chat_id] = route
         self._routes.move_to_end(source.chat_id)
         while len(self._routes) > self.size:
@@ -120,18 +119,8 @@ class RouteTable:
     def forget(self, chat_id: str) -> None:
         self._routes.pop(chat_id, None)
 
-    def _note_profile(self, profile: str | None) -> None:
-        if profile is None or self.multi_profile:
-            return
-        if self._profile is None:
-            self._profile = profile
-        elif profile != self._profile:
-            self.multi_profile = True
 
-
-def routed_action(
-    action: Mapping[str, Any], route: Route, *, multi_profile: bool
-) -> Mapping[str, Any]:
+def routed_action(action: Mapping[str, Any], route: Route) -> Mapping[str, Any]:
     """``action`` with the route's discriminators added to its ``metadata`` where the
     caller left them out; the same object when there is nothing to add (so an action
     that needs nothing encodes exactly as before). Never mutates ``action``."""
@@ -144,9 +133,8 @@ def routed_action(
     metadata = action.get("metadata")
     if metadata is not None and not isinstance(metadata, Mapping):
         return action  # the caller's own (malformed) metadata: theirs to fix, not ours
-    wanted = {"scope_id": route.scope_id, "user_id": route.user_id}
-    if multi_profile:
-        wanted["profile"] = route.profile
+    # route.profile is None when the chat's latest inbound carried no profile.
+    wanted = {"scope_id": route.scope_id, "user_id": route.user_id, "profile": route.profile}
     current = metadata or {}
     missing = {k: v for k, v in wanted.items() if v is not None and k not in current}
     if not missing:

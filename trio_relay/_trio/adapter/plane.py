@@ -81,7 +81,7 @@ class AdapterPlane:
             route.platform
         ):
             return None
-        filled = routed_action(action, route, multi_profile=self.routes.multi_profile)
+        filled = routed_action(action, route)
         if platform is None and route.platform not in self._bot_ids:
             # A platform we never said hello for cannot name the envelope: the
             # connector would refuse it. The metadata still goes.
