@@ -14,13 +14,14 @@ import json
 import os
 import select
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
 import trio
+
+from . import module_argv
 
 __all__ = ["AsyncioControl", "ConnectorError", "ConnectorProcess", "TrioControl"]
 
@@ -50,7 +51,7 @@ class ConnectorProcess:
         self._tmp = tempfile.TemporaryDirectory(prefix="trio-relay-bench-")
         self.control_path = os.path.join(self._tmp.name, "control.sock")
         self._log = open(os.path.join(self._tmp.name, "connector.log"), "w+b")  # noqa: SIM115
-        argv = [*prefix, sys.executable, "-m", module]
+        argv = [*prefix, *module_argv(module)]
         argv += ["--control", self.control_path, "--host", host]
         if cpu is not None:
             argv += ["--cpu", str(cpu)]

@@ -20,6 +20,7 @@ from contextlib import AsyncExitStack
 
 from trio_relay.testing import rss_bytes
 
+from . import module_argv
 from ._backends import BACKENDS, BASELINE, TRIO_RELAY, Backend, alternate
 from ._context import Context
 from ._report import Result, Row, Target, median
@@ -66,7 +67,7 @@ def _exit(figures: dict[str, int]) -> None:
 
 
 def _measure(impl: str, url: str, n: int) -> dict[str, int]:
-    argv = [sys.executable, "-m", "trio_relay_benchmarks.memory", "--child", impl, url, str(n)]
+    argv = [*module_argv("trio_relay_benchmarks.memory"), "--child", impl, url, str(n)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0 or not done.stdout.strip():
         raise RuntimeError(f"memory child {impl} failed ({done.returncode}): {done.stderr[-2000:]}")

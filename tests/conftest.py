@@ -8,7 +8,12 @@ from contextlib import AsyncExitStack
 
 import pytest
 
+from trio_relay.cli import import_benchmarks
 from trio_relay.testing.netns import NetnsHost, NetnsUnavailable, open_netns_host
+
+# The benchmarks are a directory of the source tree, not an installed package: the tests
+# of them import ``trio_relay_benchmarks`` the way ``trio-relay bench`` does.
+import_benchmarks("run")
 
 # ---------------------------------------------------------------------------------------
 # Network namespaces (issue 3): a peer that can vanish without FIN or RST. See

@@ -8,8 +8,10 @@
                          [--no-auth] [--script FILE [--timeout SECONDS]] [--quiet]
     trio-relay probe URL [--gateway-id ID] [--secret S] [--timeout SECONDS]
 
-``bench`` needs the ``bench`` extra (the asyncio baseline uses ``websockets``) and
-``--plot`` the ``plot`` extra (matplotlib). ``probe`` prints no secret, ever; it reads the
+``bench`` and ``soak`` run the benchmarks of a source checkout (its ``benchmarks/``
+directory, next to the ``trio_relay`` package: they are not part of the wheel) and need
+the reference connector's ``testing`` extra; ``--plot`` needs the ``plot`` extra
+(matplotlib). ``probe`` prints no secret, ever; it reads the
 secret from ``--secret`` or, better (command lines are visible to other users), from the
 ``TRIO_RELAY_SECRET`` environment variable. ``connector`` prints every frame and reads
 user messages from standard input (``C1> hello``); ``--script FILE`` replays a
@@ -20,11 +22,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import TextIO, TypeVar
 
 import trio
@@ -38,7 +43,10 @@ from ._core.token import check_gateway_id
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
 
-__all__ = ["main"]
+__all__ = ["BenchmarksUnavailable", "import_benchmarks", "main"]
+
+BENCHMARKS_PACKAGE = "trio_relay_benchmarks"
+"""The name the source tree's ``benchmarks/`` directory is imported under."""
 
 SECRET_ENV = "TRIO_RELAY_SECRET"
 T = TypeVar("T")
@@ -47,13 +55,51 @@ T = TypeVar("T")
 # --- bench ---------------------------------------------------------------------------
 
 
+class BenchmarksUnavailable(ImportError):
+    """The benchmarks are not here: they live in a source checkout, not in the wheel."""
+
+
+def import_benchmarks(module: str) -> ModuleType:
+    """``trio_relay_benchmarks.<module>``, from the checkout's ``benchmarks/`` directory.
+
+    The benchmarks are a plain directory of the repository, not a package of the wheel
+    (a second top-level package would be installed into every user's site-packages), so
+    they are found next to the ``trio_relay`` package this command runs from: an
+    editable install (``pip install -e '.[dev]'``) or ``python -m trio_relay.cli`` from a
+    clone."""
+    if BENCHMARKS_PACKAGE not in sys.modules:
+        root = Path(__file__).resolve().parent.parent / "benchmarks"
+        init = root / "__init__.py"
+        if not init.is_file():
+            raise BenchmarksUnavailable(
+                f"no benchmarks directory at {root}: the benchmarks ship with the source "
+                "tree, not the wheel; run this command from a clone installed with "
+                "pip install -e '.[dev]'"
+            )
+        spec = importlib.util.spec_from_file_location(
+            BENCHMARKS_PACKAGE, init, submodule_search_locations=[str(root)]
+        )
+        assert spec is not None and spec.loader is not None
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[BENCHMARKS_PACKAGE] = package
+        try:
+            spec.loader.exec_module(package)
+        except BaseException:
+            del sys.modules[BENCHMARKS_PACKAGE]
+            raise
+    return importlib.import_module(f"{BENCHMARKS_PACKAGE}.{module}")
+
+
 def _bench(args: argparse.Namespace) -> int:
     try:
-        run = importlib.import_module("trio_relay_benchmarks.run")
+        run = import_benchmarks("run")
+    except BenchmarksUnavailable as exc:
+        print(f"trio-relay bench: {exc}", file=sys.stderr)
+        return 1
     except ImportError as exc:
         print(
-            f"trio-relay bench: the benchmarks cannot be imported ({exc}); they need the "
-            "bench extra: pip install 'trio_relay[bench]'",
+            f"trio-relay bench: the benchmarks cannot be imported ({exc}); from a clone, "
+            "install them with: pip install -e '.[dev]'",
             file=sys.stderr,
         )
         return 1
@@ -80,6 +126,11 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 # --- connector ------------------------------------------------------------------------
+
+
+def _unavailable(command: str, reason: str) -> int:
+    print(f"trio-relay {command}: {reason}", file=sys.stderr)
+    return 1
 
 
 def _connector(args: argparse.Namespace) -> int:
@@ -224,7 +275,7 @@ def _probe_command(args: argparse.Namespace) -> int:
 
 def _soak(argv: Sequence[str]) -> int:
     try:
-        soak = importlib.import_module("trio_relay_benchmarks.soak")
+        soak = import_benchmarks("soak")
     except ImportError as exc:
         print(f"trio-relay soak: unavailable ({exc})", file=sys.stderr)
         return 1
@@ -242,10 +293,10 @@ def _parser() -> argparse.ArgumentParser:
     benchmarks: dict[str, str] = {}
     default = "redial"
     try:
-        run = importlib.import_module("trio_relay_benchmarks.run")
+        run = import_benchmarks("run")
         benchmarks, default = dict(run.BENCHMARKS), str(run.DEFAULT)
     except ImportError:
-        pass  # the bench extra is missing; `bench` itself will say so
+        pass  # not a checkout, or an extra is missing; `bench` itself will say so
     listing = "\n".join(f"  {name:<11} {text}" for name, text in benchmarks.items())
     bench = sub.add_parser(
         "bench",
@@ -298,10 +349,17 @@ def _parser() -> argparse.ArgumentParser:
         "C1, 'press C1 yes' presses option yes of the latest prompt in C1, 'transcript "
         "C1' prints the chat, 'help' lists the rest.",
     )
-    from .testing._connector_command import add_arguments
-
-    add_arguments(connector, secret_env=SECRET_ENV)
-    connector.set_defaults(func=_connector)
+    try:
+        from .testing._connector_command import add_arguments
+    except ImportError as exc:
+        # A base install has no reference connector; the other commands still work,
+        # and this one says which extra it needs.
+        missing = str(exc)
+        connector.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        connector.set_defaults(func=lambda _args: _unavailable("connector", missing))
+    else:
+        add_arguments(connector, secret_env=SECRET_ENV)
+        connector.set_defaults(func=_connector)
 
     probe = sub.add_parser(
         "probe",

@@ -83,3 +83,54 @@ def test_importing_the_client_loads_only_what_its_base_requirements_install() ->
         if not {canonicalize_name(d) for d in owners.get(name, [])} & installed_by_base
     }
     assert not undeclared, f"imported, not installed by the requirements: {undeclared}"
+
+
+# Issue 22: the reference connector's libraries are the `testing` extra, not requirements.
+_WITHOUT_TESTING_EXTRA = (
+    "import sys\n"
+    "sys.modules['trio_websocket'] = None  # as after a base install: importing fails\n"
+    "sys.modules['wsproto'] = None\n"
+)
+
+
+def test_the_base_requirements_leave_out_the_reference_connectors_libraries() -> None:
+    base = _base_closure("trio_relay")
+    assert "trio" in base and "websockets" in base
+    assert not base & {"trio-websocket", "wsproto"}
+    testing = {
+        canonicalize_name(Requirement(spec).name)
+        for spec in metadata.requires("trio_relay") or []
+        if Requirement(spec).marker is not None
+        and Requirement(spec).marker.evaluate({"extra": "testing"})  # type: ignore[union-attr]
+    }
+    assert {"trio-websocket", "wsproto"} <= testing
+
+
+def test_the_reference_connector_without_its_extra_names_the_extra() -> None:
+    code = _WITHOUT_TESTING_EXTRA + (
+        "import trio_relay, trio_relay.http, trio_relay.cli\n"
+        "try:\n"
+        "    import trio_relay.testing\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "pip install 'trio_relay[testing]'" in done.stdout
+    assert "trio-websocket and wsproto" in done.stdout
+
+
+def test_the_command_without_the_testing_extra_runs_and_its_connector_names_the_extra() -> None:
+    code = _WITHOUT_TESTING_EXTRA + (
+        "import sys\nfrom trio_relay.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", code, "probe", "--help"], capture_output=True, text=True
+    )
+    assert probe.returncode == 0, probe.stderr
+    assert "usage:" in probe.stdout
+    connector = subprocess.run(
+        [sys.executable, "-c", code, "connector"], capture_output=True, text=True
+    )
+    assert connector.returncode == 1
+    assert "pip install 'trio_relay[testing]'" in connector.stderr

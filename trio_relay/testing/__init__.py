@@ -19,13 +19,28 @@ faults on demand::
 it found it (file descriptors, Trio tasks, resident memory).
 """
 
-from ._chats import PromptShown, TranscriptEntry
-from ._connector import ReferenceConnector, open_connector, serve_connector
-from ._dialers import FaultDialer, FaultStream, MemoryDialer
-from ._options import ConnectorOptions, OutboundHandler
-from ._probes import live_tasks, open_fds, rss_bytes, trim_heap
-from ._protocol import default_descriptor
-from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver
+TESTING_EXTRA = "pip install 'trio_relay[testing]'"
+"""The install command for what the reference connector needs beyond the relay."""
+
+# The reference connector is a WebSocket server of its own (trio-websocket on wsproto);
+# the relay does not need either, so they are the ``testing`` extra, not requirements.
+try:
+    import trio_websocket  # noqa: F401
+    import wsproto  # noqa: F401
+except ImportError as exc:
+    raise ImportError(
+        f"trio_relay.testing (the reference connector) needs trio-websocket and wsproto "
+        f"({exc}), which the base install does not include: {TESTING_EXTRA}",
+        name=exc.name,
+    ) from exc
+
+from ._chats import PromptShown, TranscriptEntry  # noqa: E402
+from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
+from ._dialers import FaultDialer, FaultStream, MemoryDialer  # noqa: E402
+from ._options import ConnectorOptions, OutboundHandler  # noqa: E402
+from ._probes import live_tasks, open_fds, rss_bytes, trim_heap  # noqa: E402
+from ._protocol import default_descriptor  # noqa: E402
+from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa: E402
 
 __all__ = [
     "ANONYMOUS",
