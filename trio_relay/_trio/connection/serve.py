@@ -95,7 +95,7 @@ async def serve_connection(
             cause = f"upgrade failed: no answer within {config.handshake_timeout:g} s"
             return _dial_failed(endpoint, stats, Refusal(cause))
         except DIAL_ERRORS as exc:
-            cause = f"upgrade failed: {describe_error(exc)}"
+            cause = f"upgrade failed: {describe_error(exc, handshake_done=True)}"
             return _dial_failed(endpoint, stats, Refusal(cause))
         async with trio.open_nursery() as nursery:
             conn = Connection(
