@@ -83,6 +83,22 @@ def refusal(status: int, reason: str, retry_after: float | None) -> Refusal:
     return Refusal(f"upgrade refused: {said}", retry_after=retry_after, advice=advice)
 
 
+PROXY_AUTH_STATUSES = frozenset({401, 407})
+"""A forward proxy's answers to CONNECT that mean our proxy credentials are missing or
+wrong: a person must fix them, so they warn at once, like the other misconfigurations."""
+
+PROXY_AUTH_ADVICE = (
+    "the proxy refused our credentials: check the proxy credentials "
+    "(user:password in RelayConfig.proxy or the HTTPS_PROXY/HTTP_PROXY/ALL_PROXY URL)"
+)
+
+
+def proxy_refusal(status: int | None, cause: str) -> Refusal:
+    """How to take a proxy's refusal of CONNECT with ``status`` (None: no readable one)."""
+    advice = PROXY_AUTH_ADVICE if status in PROXY_AUTH_STATUSES else None
+    return Refusal(cause, advice=advice)
+
+
 def bad_handshake(detail: str) -> Refusal:
     """A ``101`` that fails the WebSocket checks (wrong ``Sec-WebSocket-Accept``, …)."""
     return Refusal(
