@@ -99,3 +99,19 @@ def test_request_ids_come_from_the_random_source() -> None:
     assert ids.next() == "0001020304050607"
     assert ids.next() == "08090a0b0c0d0e0f"
     assert "key" not in repr(ids) and "pool" not in repr(ids)
+
+
+def test_a_tls_eof_reads_as_a_handshake_failure_only_before_the_handshake_is_done() -> None:
+    eof = ssl.SSLEOFError(8, "EOF occurred in violation of protocol")
+    eof.reason = "UNEXPECTED_EOF_WHILE_READING"
+    outer = RuntimeError("broken stream")
+    outer.__cause__ = eof
+    assert describe_error(outer) == "TLS handshake failed: UNEXPECTED_EOF_WHILE_READING"
+    assert describe_error(outer, handshake_done=True) == (
+        "the peer closed the TLS connection without a close_notify"
+    )
+    other = ssl.SSLError(1, "bad record mac")
+    other.reason = "DECRYPTION_FAILED_OR_BAD_RECORD_MAC"
+    assert describe_error(other, handshake_done=True) == (
+        "TLS error on the established link: DECRYPTION_FAILED_OR_BAD_RECORD_MAC"
+    )

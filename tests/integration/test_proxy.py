@@ -4,6 +4,7 @@ from the environment (honouring ``NO_PROXY``) or ``RelayConfig(proxy=...)``."""
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -123,8 +124,12 @@ async def test_an_explicit_proxy_wins_over_the_environment(proxy: Proxy) -> None
 
 async def test_a_proxy_refusal_is_a_failed_dial_in_plain_words(proxy: Proxy) -> None:
     proxy.answer = b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"
-    config = RelayConfig(proxy=f"http://127.0.0.1:{proxy.port}", backoff_initial=60.0,
-                         backoff_max=60.0, backoff_first_delay=60.0)
+    config = RelayConfig(
+        proxy=f"http://127.0.0.1:{proxy.port}",
+        backoff_initial=60.0,
+        backoff_max=60.0,
+        backoff_first_delay=60.0,
+    )
     async with (
         open_connector() as connector,
         trio_relay.open_relay(connector.url, config=config) as relay,
@@ -135,6 +140,55 @@ async def test_a_proxy_refusal_is_a_failed_dial_in_plain_words(proxy: Proxy) -> 
     cause = relay.stats.last_dial_failure or ""
     assert "refused CONNECT" in cause and "407" in cause, cause
     assert connector.handshakes == 0
+
+
+@pytest.mark.parametrize("status", [b"407 Proxy Authentication Required", b"401 Unauthorized"])
+async def test_a_proxy_credential_refusal_warns_at_once_naming_the_proxy_credentials(
+    proxy: Proxy, status: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="trio_relay")
+    proxy.answer = b"HTTP/1.1 " + status + b"\r\n\r\n"
+    config = RelayConfig(
+        proxy=f"http://user:wrong-pw@127.0.0.1:{proxy.port}",
+        backoff_initial=60.0,
+        backoff_max=60.0,
+        backoff_first_delay=60.0,
+    )
+    async with (
+        open_connector() as connector,
+        trio_relay.open_relay(connector.url, config=config) as relay,
+    ):
+        with trio.fail_after(10):
+            while relay.stats.dial_failures < 1:
+                await trio.sleep(0.01)
+    failed = [r for r in caplog.records if "dial failed" in r.getMessage()]
+    assert len(failed) == 1, [r.getMessage() for r in caplog.records]
+    assert failed[0].levelno == logging.WARNING  # the first failure, not the sixth
+    assert "check the proxy credentials" in failed[0].getMessage()
+    assert all("wrong-pw" not in r.getMessage() for r in caplog.records)
+
+
+async def test_a_proxy_s_other_refusals_stay_quiet_at_first(
+    proxy: Proxy, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="trio_relay")
+    proxy.answer = b"HTTP/1.1 502 Bad Gateway\r\n\r\n"
+    config = RelayConfig(
+        proxy=f"http://127.0.0.1:{proxy.port}",
+        backoff_initial=60.0,
+        backoff_max=60.0,
+        backoff_first_delay=60.0,
+    )
+    async with (
+        open_connector() as connector,
+        trio_relay.open_relay(connector.url, config=config) as relay,
+    ):
+        with trio.fail_after(10):
+            while relay.stats.dial_failures < 1:
+                await trio.sleep(0.01)
+    [failed] = [r for r in caplog.records if "dial failed" in r.getMessage()]
+    assert failed.levelno == logging.INFO
+    assert "proxy credentials" not in failed.getMessage()
 
 
 @pytest.mark.parametrize(

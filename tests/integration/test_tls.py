@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 import pytest
@@ -82,9 +83,7 @@ async def test_wss_with_a_trusted_ca_connects_and_verifies_the_hostname(
     tls_connector: ReferenceConnector, trusting_context: ssl.SSLContext
 ) -> None:
     url = f"https://localhost:{tls_connector.port}"
-    async with trio_relay.open_relay(
-        url, config=config(ssl_context=trusting_context)
-    ) as relay:
+    async with trio_relay.open_relay(url, config=config(ssl_context=trusting_context)) as relay:
         assert relay.url.startswith("wss://localhost:")
         await relay.wait_connected(10)
         outcome = await relay.request(SEND)
@@ -127,9 +126,7 @@ async def test_hostname_mismatch_is_refused(
     ca.issue_cert("connector.test").configure_cert(server)
     async with open_connector(ssl_context=server) as connector:
         url = f"https://localhost:{connector.port}"
-        async with trio_relay.open_relay(
-            url, config=config(ssl_context=trusting_context)
-        ) as relay:
+        async with trio_relay.open_relay(url, config=config(ssl_context=trusting_context)) as relay:
             await wait_dial_failures(relay)
             assert relay.state is State.CONNECTING
         assert connector.handshakes == 0
@@ -222,3 +219,49 @@ async def test_loopback_plaintext_and_any_tls_need_no_opt_in(url: str, dials: No
     async with trio_relay.open_relay(url, config=config(dialer=dials)) as relay:
         await wait_dial_failures(relay)
     assert len(dials.seen) == 1
+
+
+async def test_an_established_tls_link_cut_without_close_notify_is_not_a_handshake_failure(
+    server_context: ssl.SSLContext,
+    trusting_context: ssl.SSLContext,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A TLS front before a plain connector that, once the link is up, drops the TCP
+    # connection without a close_notify (what nginx's old worker does at a reload).
+    caplog.set_level(logging.DEBUG, logger="trio_relay")
+    cut = trio.Event()
+
+    async def front(tcp: trio.SocketStream, backend_port: int) -> None:
+        tls = trio.SSLStream(tcp, server_context, server_side=True)
+        await tls.do_handshake()
+        backend = await trio.open_tcp_stream("127.0.0.1", backend_port)
+
+        async def pump(source: trio.abc.Stream, sink: trio.abc.Stream) -> None:
+            while data := await source.receive_some(65536):
+                await sink.send_all(data)
+
+        async with trio.open_nursery() as pumps:
+            pumps.start_soon(pump, tls, backend)
+            pumps.start_soon(pump, backend, tls)
+            await cut.wait()
+            pumps.cancel_scope.cancel()
+        await tcp.aclose()  # the TCP socket alone: no close_notify
+        await backend.aclose()
+
+    async with open_connector() as connector, trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            partial(trio.serve_tcp, host="127.0.0.1"), lambda s: front(s, connector.port), 0
+        )
+        port = listeners[0].socket.getsockname()[1]
+        async with trio_relay.open_relay(
+            f"https://localhost:{port}", config=config(ssl_context=trusting_context)
+        ) as relay:
+            await relay.wait_connected(10)
+            cut.set()
+            with trio.fail_after(10):
+                while relay.state is State.CONNECTED:
+                    await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "the peer closed the TLS connection without a close_notify" in text
+    assert "handshake failed" not in text

@@ -83,6 +83,22 @@ def refusal(status: int, reason: str, retry_after: float | None) -> Refusal:
     return Refusal(f"upgrade refused: {said}", retry_after=retry_after, advice=advice)
 
 
+PROXY_AUTH_STATUSES = frozenset({401, 407})
+"""A forward proxy's answers to CONNECT that mean our proxy credentials are missing or
+wrong: a person must fix them, so they warn at once, like the other misconfigurations."""
+
+PROXY_AUTH_ADVICE = (
+    "the proxy refused our credentials: check the proxy credentials "
+    "(user:password in RelayConfig.proxy or the HTTPS_PROXY/HTTP_PROXY/ALL_PROXY URL)"
+)
+
+
+def proxy_refusal(status: int | None, cause: str) -> Refusal:
+    """How to take a proxy's refusal of CONNECT with ``status`` (None: no readable one)."""
+    advice = PROXY_AUTH_ADVICE if status in PROXY_AUTH_STATUSES else None
+    return Refusal(cause, advice=advice)
+
+
 def bad_handshake(detail: str) -> Refusal:
     """A ``101`` that fails the WebSocket checks (wrong ``Sec-WebSocket-Accept``, …)."""
     return Refusal(
@@ -104,12 +120,16 @@ _PLAIN_ERRNO = {
 }
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line for the exception of a failed dial: what happened, errno where known."""
+def describe_error(exc: BaseException, *, handshake_done: bool = False) -> str:
+    """One line for the exception of a failed dial: what happened, errno where known.
+
+    ``handshake_done``: the TLS handshake had completed (the link was established), so
+    a TLS error is no handshake failure; an EOF without ``close_notify`` (what nginx's
+    old worker does at a reload) then reads as the peer closing the TLS connection."""
     leaves = list(_leaves(exc))
     texts: list[str] = []
     for leaf in leaves:
-        text = _describe_one(leaf)
+        text = _describe_one(leaf, handshake_done)
         if text not in texts:
             texts.append(text)
     if not texts:
@@ -138,10 +158,14 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _describe_one(exc: BaseException) -> str:
+def _describe_one(exc: BaseException, handshake_done: bool) -> str:
     if isinstance(exc, ssl.SSLCertVerificationError):
         detail = exc.verify_message or str(exc)
         return f"certificate verify failed: {detail} ({exc.reason or 'SSL'})"
+    if isinstance(exc, ssl.SSLError) and handshake_done:
+        if isinstance(exc, ssl.SSLEOFError) or exc.reason == "UNEXPECTED_EOF_WHILE_READING":
+            return "the peer closed the TLS connection without a close_notify"
+        return f"TLS error on the established link: {exc.reason or exc}"
     if isinstance(exc, ssl.SSLError):
         return f"TLS handshake failed: {exc.reason or exc}"
     if isinstance(exc, OSError) and exc.errno is not None:

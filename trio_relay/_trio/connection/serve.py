@@ -19,10 +19,10 @@ import trio
 
 from ..._core.close import AUTH_CLOSE_CODE, ConnectionEnd
 from ..._core.config import Identity, RelayConfig
-from ..._core.dial_failure import Refusal, describe_error
+from ..._core.dial_failure import Refusal, describe_error, proxy_refusal
 from ..._core.endpoint import ByteStream, Endpoint
 from ..._core.stats import RelayStats
-from ..link.dial import connect
+from ..link.dial import ProxyRefused, connect
 from ..link.stream import SocketStream
 from ..link.upgrade import upgrade
 from ..link.websocket import STREAM_ERRORS, UpgradeFailed, upgrade_headers
@@ -70,6 +70,10 @@ async def serve_connection(
     except trio.TooSlowError:
         cause = f"connect failed: timed out after {config.connect_timeout:g} s"
         return _dial_failed(endpoint, stats, Refusal(cause))
+    except ProxyRefused as exc:
+        # Before DIAL_ERRORS (it is an OSError): a 407 needs a person, not five quiet redials.
+        cause = f"connect failed: {describe_error(exc)}"
+        return _dial_failed(endpoint, stats, proxy_refusal(exc.status, cause))
     except DIAL_ERRORS as exc:
         return _dial_failed(endpoint, stats, Refusal(f"connect failed: {describe_error(exc)}"))
     conn: Connection | None = None
@@ -95,7 +99,7 @@ async def serve_connection(
             cause = f"upgrade failed: no answer within {config.handshake_timeout:g} s"
             return _dial_failed(endpoint, stats, Refusal(cause))
         except DIAL_ERRORS as exc:
-            cause = f"upgrade failed: {describe_error(exc)}"
+            cause = f"upgrade failed: {describe_error(exc, handshake_done=True)}"
             return _dial_failed(endpoint, stats, Refusal(cause))
         async with trio.open_nursery() as nursery:
             conn = Connection(

@@ -36,7 +36,12 @@ class Proxy:
 
 
 class ProxyRefused(OSError):
-    """The proxy did not open the tunnel (its status line says why)."""
+    """The proxy did not open the tunnel (its status line says why); ``status`` is its
+    HTTP status when it answered with one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _env(name: str) -> str | None:
@@ -129,6 +134,8 @@ async def open_tunnel(stream: trio.abc.Stream, endpoint: Endpoint, proxy: Proxy)
     if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
         raise ProxyRefused(f"proxy {proxy} answered CONNECT with garbage: {status_line[:80]!r}")
     if not 200 <= int(parts[1]) <= 299:
-        raise ProxyRefused(f"proxy {proxy} refused CONNECT to {target}: {status_line[:120]}")
+        raise ProxyRefused(
+            f"proxy {proxy} refused CONNECT to {target}: {status_line[:120]}", int(parts[1])
+        )
     if rest:
         raise ProxyRefused(f"proxy {proxy} sent bytes before the tunnel was used")

@@ -82,7 +82,10 @@ async def upgrade(
             data = await stream.receive_some(RECEIVE_SIZE)
         except STREAM_ERRORS as exc:
             raise UpgradeFailed(
-                Refusal(f"upgrade failed: {describe_error(exc)} before the server answered")
+                Refusal(
+                    f"upgrade failed: {describe_error(exc, handshake_done=True)} "
+                    "before the server answered"
+                )
             ) from None
         backlog: bytes | bytearray = b""
         if head is not None and data:

@@ -198,7 +198,9 @@ class WebSocket:
             try:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
             except STREAM_ERRORS as exc:
-                self.end = SocketEnd(f"closed by peer: {describe_error(exc)}", ABNORMAL)
+                self.end = SocketEnd(
+                    f"closed by peer: {describe_error(exc, handshake_done=True)}", ABNORMAL
+                )
                 raise WebSocketEnded(self.end) from None
             self.last_received = trio.current_time()
             if not data:
@@ -312,7 +314,7 @@ class WebSocket:
             sent = send_nowait(data)
         except STREAM_ERRORS as exc:
             self.broken = True
-            raise WriteFailed(describe_error(exc)) from exc
+            raise WriteFailed(describe_error(exc, handshake_done=True)) from exc
         if sent == len(data):
             self._pending = []
             return True
@@ -334,7 +336,7 @@ class WebSocket:
                     await self.stream.send_all(data)
                 except STREAM_ERRORS as exc:
                     self.broken = True
-                    raise WriteFailed(describe_error(exc)) from exc
+                    raise WriteFailed(describe_error(exc, handshake_done=True)) from exc
                 except BaseException:
                     # Cancelled midway: part of a frame may be on the wire.
                     self.broken = True
