@@ -19,6 +19,8 @@ import pytest
 from redis_support import RedisServer, redis_server
 from trio_relay_benchmarks.soak import FAULTS, Invariant, SoakReport, run_soak
 
+from trio_relay.cli import import_benchmarks
+
 SECONDS = 7.0
 
 __all__ = ["redis_server"]  # a fixture, used below
@@ -34,7 +36,15 @@ def _in_fresh_interpreter(seconds: float, dedupe: str | None = None) -> SoakRepo
     own."""
     seed_text = os.environ.get("TRIO_RELAY_SOAK_SEED")
     seed = int(seed_text) if seed_text else None
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    # The child imports this module to find ``_short_soak``, and this module imports the
+    # benchmarks, which are a directory of the checkout, not an installed package: the
+    # initializer registers them there as conftest.py does here.
+    with ProcessPoolExecutor(
+        1,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=import_benchmarks,
+        initargs=("soak",),
+    ) as pool:
         return pool.submit(_short_soak, seed, seconds, dedupe).result()
 
 
