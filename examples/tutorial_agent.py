@@ -35,15 +35,17 @@ async def on_message(event: trio_relay.MessageEvent, relay: trio_relay.Relay) ->
 
 
 async def main(question: str) -> None:
-    async with open_connector() as connector:
-        async with trio_relay.open_relay(connector.url, on_message=on_message) as relay:
-            await relay.wait_connected(timeout=10)
-            buffer_id = connector.say("C1", question)  # a user writes in chat C1
-            # The connector sees the ack once the handler returned: the reply is done.
-            with trio.fail_after(30):
-                await connector.wait_until(lambda: buffer_id in connector.acks)
-            print(connector.transcript_text("C1").rstrip("\n"))
-            print("delivered:", relay.stats.delivered)
+    async with (
+        open_connector() as connector,
+        trio_relay.open_relay(connector.url, on_message=on_message) as relay,
+    ):
+        await relay.wait_connected(timeout=10)
+        buffer_id = connector.say("C1", question)  # a user writes in chat C1
+        # The connector sees the ack once the handler returned: the reply is done.
+        with trio.fail_after(30):
+            await connector.wait_until(lambda: buffer_id in connector.acks)
+        print(connector.transcript_text("C1").rstrip("\n"))
+        print("delivered:", relay.stats.delivered)
 
 
 if __name__ == "__main__":

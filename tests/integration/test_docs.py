@@ -12,7 +12,8 @@ from pathlib import Path
 import trio_relay
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
+PAGES = sorted((ROOT / "docs").rglob("*.md"))
+README = ROOT / "README.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
 SNIPPET = re.compile(r'^--8<-- "([^"]+)"$')
 
@@ -55,7 +56,20 @@ def test_every_other_python_fragment_parses_and_uses_only_public_names() -> None
         tree = ast.parse("async def _fragment():\n" + textwrap.indent(code, "    "))
         unknown = {n for n in _attribute_uses(tree, "trio_relay") if n not in trio_relay.__all__}
         assert not unknown, f"{page.name}: trio_relay has no {sorted(unknown)}"
-        # An attribute set per instance is declared on the class (``media: RelayMedia``).
-        declared = set(dir(trio_relay.Relay)) | set(trio_relay.Relay.__annotations__)
+        # An attribute set per instance is declared on the class (``media: RelayMedia``)
+        # or named in the class docstring (``stats``).
+        documented = set(re.findall(r"``(\w+)``", trio_relay.Relay.__doc__ or ""))
+        declared = set(dir(trio_relay.Relay)) | set(trio_relay.Relay.__annotations__) | documented
         missing = _attribute_uses(tree, "relay") - declared
         assert not missing, f"{page.name}: Relay has no {sorted(missing)}"
+
+
+def test_the_readmes_quickstart_is_the_example_file_verbatim() -> None:
+    # The README is rendered where snippets are not (PyPI, the forge): it holds a copy,
+    # which must stay the file that test_examples.py runs.
+    blocks = BLOCK.findall(README.read_text())
+    assert blocks, "the README has no quickstart"
+    quickstart = (ROOT / "examples" / "quickstart.py").read_text()
+    body = quickstart.split('"""', 2)[2].lstrip("\n")  # without the module docstring
+    assert blocks[0] == body
+    assert len(blocks) == 1, "other Python belongs in an example file the docs include"
