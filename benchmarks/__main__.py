@@ -1,4 +1,5 @@
-"""``python -m trio_relay_benchmarks [NAME|all] [options]``: the same as ``trio-relay bench``."""
+"""The benchmarks as a module (run with ``trio-relay bench``, which imports this directory
+from the checkout as ``trio_relay_benchmarks``): the same as ``trio-relay bench``."""
 
 from __future__ import annotations
 

@@ -22,3 +22,21 @@ def test_quickstart_runs_end_to_end() -> None:
     assert lines[1].startswith("sent: True")
     assert "replied: True" in lines
     assert lines[-1] == "acked: ['buf-1'] stats: 1 delivered"
+
+
+def test_the_tutorial_agent_streams_its_reply_into_the_chat() -> None:
+    # docs/tutorial.md includes this file; the transcript is what the page shows.
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "tutorial_agent.py"), "hello there"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "U1 #u1: hello there"
+    assert lines[1] == "bot typing"
+    assert lines[2].startswith("bot send #m")
+    assert all(line.startswith("bot edit #") for line in lines[3:-1])
+    assert lines[-2].endswith(": You said: hello there")
+    assert lines[-1] == "delivered: 1"

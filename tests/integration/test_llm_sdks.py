@@ -1,7 +1,7 @@
 """The real SDKs (openai 3.x, anthropic 2.x) on trio_relay's clients, under Trio,
 streaming from a local fake provider on another stack (stdlib http.server in a thread,
 see fake_provider.py). The code under test is the examples' (examples/llm_*.py), which
-the README shows."""
+the docs show (docs/how-to/llm-sdks.md includes them)."""
 
 from __future__ import annotations
 

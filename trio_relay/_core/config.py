@@ -77,36 +77,70 @@ class RelayConfig:
     """
 
     ping_interval: float = 10.0
+    """A WebSocket ping goes out this often (seconds)."""
     ping_timeout: float = 40.0
+    """The link is declared dead only when *nothing at all* was received for this long, so
+    a busy peer is never dropped for a late pong. The replaced design used 30 s / 60 s
+    pong-only and took about 90 s to find a dead link."""
     request_timeout: float = 30.0
+    """The default deadline of one request (seconds); `request(..., timeout=)` sets one per
+    call."""
     handshake_timeout: float = 30.0
+    """How long the WebSocket upgrade (HTTP request, response, TLS inside) may take."""
     connect_timeout: float = 10.0
+    """How long opening the TCP connection (happy eyeballs, the proxy tunnel) may take."""
     backoff_initial: float = 1.0
+    """The first step of the redial ladder: each wait is uniform in [d/2, d], d doubling
+    from this value to `backoff_max`."""
     backoff_max: float = 30.0
+    """The top of the redial ladder; a `Retry-After` from the connector is honoured up to
+    this value."""
     backoff_first_delay: float = 0.0
+    """The first redial after a healthy link: **at once**."""
     backoff_stable_after: float = 5.0
     """A link that served this long after its handshake was healthy: when it drops the
     ladder starts afresh and the first redial waits only ``backoff_first_delay``.
     Younger links are flapping and climb the ladder. (Replaces ``backoff_reset_after``,
     60 s, which also counted links that never completed a handshake.)"""
     dormant_redial_delay: float = 1.0
+    """The first redial after `go_dormant()` (seconds)."""
     drain_timeout: float = 5.0
+    """How long leaving `open_relay` waits for in-flight requests."""
     close_timeout: float = 1.0
+    """How long the WebSocket closing handshake may take."""
     max_message_bytes: int = 1 << 20
+    """The largest WebSocket message, outgoing batches and incoming messages alike; a
+    larger incoming message closes the connection with 1009 and the relay redials."""
     max_line_bytes: int = 1 << 20
+    """The largest incoming NDJSON line; a longer one is skipped and counted in
+    `stats.frames_rejected`."""
     max_queued_frames: int = 10_000
+    """How many outgoing frames may wait for the socket; a request beyond that ends at once
+    with `queue_full`."""
     max_concurrent_handlers: int = 16
+    """How many `on_message` handlers run at once in the inbound pipeline."""
     max_inbound_queue: int = 1_000
+    """How many deliveries wait for a handler in the inbound pipeline before the reader
+    stops reading."""
     max_delivery_attempts: int = 5
+    """Runs of one delivery's handler (retried in the session after 0.5 s, 1 s, 2 s, …, at
+    most 10 s apart) before it is dead-lettered."""
     dedupe_size: int = 512
+    """The least number of handled keys remembered; the window is never smaller than
+    `max_inbound_queue + max_concurrent_handlers` (1,016 by default)."""
     dedupe_path: str | None = None
+    """Shortcut for `dedupe_store=SqliteDedupeStore(dedupe_path)`."""
     dedupe_store: DedupeStore | None = None
     """Where handled deliveries are remembered beyond this relay's memory:
     ``MemoryDedupeStore()`` (the default: a fresh one per relay), ``SqliteDedupeStore(path)``
     (survives a restart on the same disk) or ``RedisDedupeStore(url)`` (shared by replicas
     and hosts). Not together with ``dedupe_path``."""
     keepalive: KeepaliveConfig = DEFAULT_KEEPALIVE  # immutable: one shared by all configs
+    """TCP keepalive and `TCP_USER_TIMEOUT` on the relay socket, the same provider as the
+    HTTP side."""
     ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    """`wss` verifies certificates. Plaintext `ws://` is refused for non-loopback hosts
+    unless you opt in."""
     allow_insecure: bool = False
     """Allow plaintext ``ws://`` to a host that is not loopback (off: tokens would travel
     in the clear)."""
