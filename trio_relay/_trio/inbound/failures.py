@@ -1,9 +1,10 @@
 """What the inbound pipeline does when a handler fails, is cancelled, or its delivery
-cannot be run at all (the rules are in ``inbound.py``'s docstring; the retry schedule is
+cannot be run at all (the rules are in ``pipeline.py``'s docstring; the retry schedule is
 ``_core/delivery.after_failure``).
 
-A mixin of :class:`~.inbound.InboundPipeline`, kept apart so that the pipeline's module
-reads as the happy path: admit, queue, run, ack.
+One :class:`Failures` is held by the :class:`~.pipeline.InboundPipeline` (composed,
+not inherited), so that the pipeline's module reads as the happy path: admit, queue,
+run, ack.
 """
 
 from __future__ import annotations
@@ -21,20 +22,30 @@ from ..._core.stats import RelayStats
 from .dead_letters import hand_off
 from .keys import DeliveryKeys
 
-__all__ = ["FailureHandling"]
+__all__ = ["Failures"]
 
 logger = logging.getLogger("trio_relay")
 
 
-class FailureHandling:
-    __slots__ = ()  # the pipeline's own slots hold the state below
+class Failures:
+    """The pipeline's answers to a handler that failed or was cancelled, and to a
+    delivery that goes to the dead letters."""
 
-    _config: RelayConfig
-    _stats: RelayStats
-    _keys: DeliveryKeys
-    _on_dead_letter: DeadLetterHandler | None
+    __slots__ = ("_config", "_keys", "_on_dead_letter", "_stats")
 
-    async def _cancelled_by_us(self, delivery: Delivery) -> bool:
+    def __init__(
+        self,
+        config: RelayConfig,
+        stats: RelayStats,
+        keys: DeliveryKeys,
+        on_dead_letter: DeadLetterHandler | None,
+    ) -> None:
+        self._config = config
+        self._stats = stats
+        self._keys = keys
+        self._on_dead_letter = on_dead_letter
+
+    async def cancelled_by_us(self, delivery: Delivery) -> bool:
         # A Cancelled of the pipeline's own scope means the relay is closing: the
         # checkpoint below raises it again. If it returns, the handler raised a
         # Cancelled that belongs to some other scope: a failure of that handler.
@@ -47,7 +58,7 @@ class FailureHandling:
             return True
         return False
 
-    async def _failed(
+    async def failed(
         self, delivery: Delivery, exc: BaseException, *, foreign_cancel: bool = False
     ) -> float | None:
         self._stats.handler_failures += 1
@@ -58,13 +69,13 @@ class FailureHandling:
         if isinstance(decision, GiveUp):
             logger.error("inbound: handler %s for %s (attempt %d of %d); giving up", what,
                          delivery.label, failures, limit, exc_info=exc)
-            await self._dead_letter(delivery, "attempts_exhausted", failures, repr(exc))
+            await self.dead_letter(delivery, "attempts_exhausted", failures, repr(exc))
             return None
         logger.warning("inbound: handler %s for %s (attempt %d of %d); retrying in %g s",
                        what, delivery.label, failures, limit, decision.delay, exc_info=exc)
         return decision.delay
 
-    async def _dead_letter(
+    async def dead_letter(
         self,
         delivery: Delivery,
         reason: Literal["attempts_exhausted", "unparseable"],

@@ -7,8 +7,8 @@ nursery, so a handler that awaits a reply cannot deadlock the relay: the reply a
 through the reader, which never waits on a handler. The pure rules live in ``_core/``
 (``delivery``, ``backlog``, ``dedupe``, ``dedupe_store``, ``handlers``); one run of the
 user's code is ``handler_call.py``; the bookkeeping of keys and acks is
-``inbound_keys.py``; what a failed or cancelled handler leads to is
-``inbound_failures.py``. The rules, and why:
+``keys.py``; what a failed or cancelled handler leads to is ``failures.py``
+(a :class:`~.failures.Failures` the pipeline holds). The rules, and why:
 
 - **Ordering.** Messages of one chat (``platform:chat_id``) form a lane, handled one
   at a time in arrival order; lanes run in parallel, at most
@@ -68,7 +68,7 @@ from ..._core.handlers import (
 )
 from ..._core.stats import RelayStats, counted_task
 from ..stores.sqlite import SqliteDedupeStore
-from .failures import FailureHandling
+from .failures import Failures
 from .handler_call import HandlerCall
 from .interrupts import InterruptRunner
 from .keys import DeliveryKeys
@@ -86,7 +86,7 @@ Intercept = Callable[[MessageEvent], bool]
 that raises is logged and the message goes on."""
 
 
-class InboundPipeline(FailureHandling):
+class InboundPipeline:
     """Runs the relay's inbound handlers (see the module docstring for the rules).
 
     ``send_ack(buffer_id, on_written)`` queues an ``inbound_ack`` on the current
@@ -100,10 +100,10 @@ class InboundPipeline(FailureHandling):
     __slots__ = (
         "_call_handler",
         "_config",
-        "_dedupe",
         "_drain_began",
         "_draining",
         "_early",
+        "_failures",
         "_idle",
         "_intercepts",
         "_interrupts",
@@ -111,7 +111,6 @@ class InboundPipeline(FailureHandling):
         "_lanes",
         "_namespace",
         "_nursery",
-        "_on_dead_letter",
         "_queue",
         "_running",
         "_slots",
@@ -135,14 +134,13 @@ class InboundPipeline(FailureHandling):
         self._config = config
         self._stats = stats
         self._call_handler = HandlerCall(on_message, on_passthrough)
-        self._on_dead_letter = on_dead_letter
         self._namespace = namespace
         window = dedupe_window(
             config.dedupe_size, config.max_inbound_queue, config.max_concurrent_handlers
         )
         self._window = window
-        self._dedupe = DedupeSet(window)  # kept here too: what tests inspect
-        self._keys = DeliveryKeys(self._dedupe, stats, send_ack)
+        self._keys = DeliveryKeys(DedupeSet(window), stats, send_ack)
+        self._failures = Failures(config, stats, self._keys, on_dead_letter)
         self._interrupts = InterruptRunner(on_interrupt, stats, config)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
         self._queue = QueueGate(config.max_inbound_queue, stats)
@@ -346,7 +344,8 @@ class InboundPipeline(FailureHandling):
         """Run ``delivery`` once; returns the delay before a retry, or ``None`` when
         it is done with (handled, given up, or a copy another holder owns)."""
         if delivery.payload is None:
-            await self._dead_letter(delivery, "unparseable", 0, delivery.decode_error or "")
+            error = delivery.decode_error or ""
+            await self._failures.dead_letter(delivery, "unparseable", 0, error)
             return None
         if first and not await self._keys.store_allows(delivery):
             return None
@@ -359,11 +358,11 @@ class InboundPipeline(FailureHandling):
         try:
             await self._call_handler(delivery)
         except trio.Cancelled as exc:
-            if not await self._cancelled_by_us(delivery):
-                return await self._failed(delivery, exc, foreign_cancel=True)
+            if not await self._failures.cancelled_by_us(delivery):
+                return await self._failures.failed(delivery, exc, foreign_cancel=True)
             raise
         except Exception as exc:
-            return await self._failed(delivery, exc)
+            return await self._failures.failed(delivery, exc)
         except BaseException:
             self._keys.release(delivery)  # KeyboardInterrupt and such: never swallowed
             raise
