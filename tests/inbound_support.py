@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,8 @@ import trio.testing
 
 from trio_relay._core.codec import FrameDecoder, RejectedFrame
 from trio_relay._core.config import RelayConfig
+from trio_relay._core.dedupe import Claim
+from trio_relay._core.dedupe_store import DedupeSession, DedupeStore, MemoryDedupeStore
 from trio_relay._core.event import MessageEvent
 from trio_relay._core.frames import (
     CONNECTOR_FRAMES,
@@ -73,6 +75,51 @@ def passthrough(buffer: str | None = None, body: bytes = b"payload=1") -> Wire:
 
 def interrupt(session: str = "S1", chat: str = "C1") -> Wire:
     return {"type": "interrupt_inbound", "session_key": session, "chat_id": chat}
+
+
+class RecordingStore:
+    """A :class:`~trio_relay.DedupeStore` (the public seam) that records what the
+    pipeline asks of it, in order, over a real :class:`~trio_relay.MemoryDedupeStore`:
+    ``calls`` holds ``("claim" | "commit" | "release", key)`` pairs."""
+
+    def __init__(self, inner: DedupeStore | None = None) -> None:
+        self.inner: DedupeStore = inner if inner is not None else MemoryDedupeStore()
+        self.calls: list[tuple[str, str]] = []
+
+    def keys(self, step: str) -> list[str]:
+        return [key for done, key in self.calls if done == step]
+
+    @asynccontextmanager
+    async def _session(
+        self, namespace: str, capacity: int, stats: RelayStats
+    ) -> AsyncIterator[DedupeSession]:
+        async with self.inner.open(namespace=namespace, capacity=capacity, stats=stats) as s:
+            yield _RecordingSession(s, self.calls)
+
+    def open(
+        self, *, namespace: str, capacity: int, stats: RelayStats
+    ) -> AbstractAsyncContextManager[DedupeSession]:
+        return self._session(namespace, capacity, stats)
+
+
+class _RecordingSession:
+    def __init__(self, inner: DedupeSession, calls: list[tuple[str, str]]) -> None:
+        self._inner, self._calls = inner, calls
+
+    async def load_recent(self) -> list[str]:
+        return await self._inner.load_recent()
+
+    async def claim(self, key: str) -> Claim:
+        self._calls.append(("claim", key))
+        return await self._inner.claim(key)
+
+    def commit(self, key: str) -> None:
+        self._calls.append(("commit", key))
+        self._inner.commit(key)
+
+    def release(self, key: str) -> None:
+        self._calls.append(("release", key))
+        self._inner.release(key)
 
 
 @dataclass

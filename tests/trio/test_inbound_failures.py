@@ -12,18 +12,15 @@ import trio
 import trio.testing
 from inbound_support import (
     Recorder,
+    RecordingStore,
     msg,
     passthrough,
     running,
     settle,
 )
 
-from trio_relay._core.event import MessageEvent
-from trio_relay._core.frames import (
-    InboundFrame,
-)
-from trio_relay._core.passthrough import PassthroughForward
-from trio_relay._trio.inbound.pipeline import DeadLetter
+from trio_relay import DeadLetter, MessageEvent, PassthroughForward
+from trio_relay._core.frames import InboundFrame
 
 # --- failures, retries, dead letters ----------------------------------------------------
 
@@ -208,13 +205,20 @@ async def test_undecodable_payload_is_dead_lettered_and_acked() -> None:
 async def test_cancelled_handler_is_neither_acked_nor_counted_as_failure() -> None:
     rec = Recorder()
     rec.gate = trio.Event()  # never set
-    async with running(on_message=rec) as h:
+    store = RecordingStore()
+    async with running(on_message=rec, dedupe_store=store) as h:
         h.feed(msg(buffer="b1"))
         await settle()
     assert h.acks == []
     assert (h.stats.delivered, h.stats.handler_failures) == (0, 0)
-    assert h.pipeline._dedupe.claimed == frozenset()  # released, not committed
-    assert "slack:C1:m1" not in h.pipeline._dedupe
+    # Released, not committed: the store was told so...
+    assert store.calls == [("claim", "slack:C1:m1"), ("release", "slack:C1:m1")]
+    # ...and a pipeline on the same store (the relay reopened) runs the redelivery.
+    again = Recorder()
+    async with running(on_message=again, dedupe_store=store) as h2:
+        h2.feed(msg(buffer="b1"))
+        await settle()
+    assert again.keys == ["slack:C1:m1"] and h2.acks == ["b1"]
 
 
 async def test_no_handler_acks_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
