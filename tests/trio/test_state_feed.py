@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import weakref
 
 import pytest
 import trio
@@ -92,14 +93,20 @@ async def test_close_ends_a_subscription_and_unsubscribes() -> None:
     changes.close()
     feed.publish(Change(C, U, "up"))
     assert [item async for item in changes] == []
-    assert len(feed._subscribers) == 0
+    # Unsubscribed: nothing of the feed keeps the closed iterator alive.
+    gone = weakref.ref(changes)
+    del changes
+    gc.collect()
+    assert gone() is None
 
 
 async def test_an_abandoned_subscriber_is_dropped() -> None:
     feed = StateFeed(C)
-    feed.subscribe()  # never read, never closed
+    gone = weakref.ref(feed.subscribe())  # never read, never closed
     gc.collect()
-    assert len(feed._subscribers) == 0
+    assert gone() is None  # the feed does not keep it alive
+    feed.publish(Change(C, U, "up"))  # and publishing past it is fine
+    assert feed.state is U
 
 
 async def test_wait_for_returns_at_once_or_on_the_change(
