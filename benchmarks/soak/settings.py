@@ -6,7 +6,7 @@ from __future__ import annotations
 import secrets
 
 from trio_relay import DedupeStore, RedisDedupeStore, RelayConfig, SqliteDedupeStore
-from trio_relay._core.endpoint import Dialer
+from trio_relay._core.config import Dialer
 
 __all__ = [
     "BURST_BYTES",

@@ -9,15 +9,23 @@ from __future__ import annotations
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .dedupe_store import DedupeStore
-from .endpoint import Dialer
+from .endpoint import ByteStream, Endpoint
 from .keepalive import KeepaliveConfig
 from .token import DEFAULT_TOKEN_TTL, check_gateway_id
 from .url import masked_credentials
+
+Dialer = Callable[[Endpoint, "RelayConfig"], Awaitable[ByteStream]]
+"""``async (endpoint, config) -> stream``: open a byte stream to ``endpoint``.
+
+Raise ``OSError`` (refused, unreachable, TLS failures as ``ssl.SSLError``) or any
+``trio`` stream error for a failed dial; the relay classifies it, logs it in plain
+words and redials. The relay bounds the call with ``config.connect_timeout`` and
+closes the stream when the connection ends."""
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,9 @@ needs no Trio; any ``trio.abc.Stream`` fits.
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
-
-if TYPE_CHECKING:
-    from .config import RelayConfig
 
 
 @dataclass(frozen=True, slots=True)  # no __dict__: one per relay
@@ -74,11 +70,3 @@ class ByteStream(Protocol):
 
     async def aclose(self) -> None: ...
 
-
-Dialer = Callable[[Endpoint, "RelayConfig"], Awaitable[ByteStream]]
-"""``async (endpoint, config) -> stream``: open a byte stream to ``endpoint``.
-
-Raise ``OSError`` (refused, unreachable, TLS failures as ``ssl.SSLError``) or any
-``trio`` stream error for a failed dial; the relay classifies it, logs it in plain
-words and redials. The relay bounds the call with ``config.connect_timeout`` and
-closes the stream when the connection ends."""

@@ -30,8 +30,8 @@ from collections.abc import Awaitable, Callable
 import trio
 import trio.testing
 
-from .._core.config import RelayConfig
-from .._core.endpoint import ByteStream, Dialer, Endpoint
+from .._core.config import Dialer, RelayConfig
+from .._core.endpoint import ByteStream, Endpoint
 from .._trio.link.dial import connect
 
 WriteTap = Callable[[bytes, bool], None]

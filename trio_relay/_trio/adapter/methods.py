@@ -18,7 +18,7 @@ from .plane import AdapterPlane, descriptor_for, send_text
 from .streaming import StreamReply, open_stream_reply
 
 if TYPE_CHECKING:
-    from ..relay import Relay
+    from .port import RelayPort
 
 __all__ = ["AdapterMethods"]
 
@@ -28,8 +28,8 @@ class AdapterMethods:
     _config: RelayConfig
 
     @property
-    def _relay(self) -> Relay:
-        return cast("Relay", self)
+    def _relay(self) -> RelayPort:
+        return cast("RelayPort", self)
 
     def descriptor_for(self, chat_id: str) -> Descriptor | None:
         """The descriptor of the platform ``chat_id`` lives on (from its inbound, or

@@ -23,7 +23,7 @@ from ..._core.routes import RouteTable, routed_action
 from .prompts import PromptBroker
 
 if TYPE_CHECKING:
-    from ..relay import Relay
+    from .port import RelayPort
 
 __all__ = ["AdapterPlane", "Routed", "bind_relay"]
 
@@ -93,10 +93,11 @@ class AdapterPlane:
         return None if route is None else route.platform
 
 
-def descriptor_for(relay: Relay, chat_id: str) -> Descriptor | None:
+def descriptor_for(relay: RelayPort, chat_id: str) -> Descriptor | None:
     """The descriptor of the platform ``chat_id`` lives on, as its inbound said; the
     default platform's for a chat never heard from; ``None`` before any descriptor."""
-    platform = relay._adapter.platform_of(chat_id)
+    route = relay.routes.get(chat_id)
+    platform = None if route is None else route.platform
     if platform is not None:
         descriptor = relay.descriptors.get(platform)
         if descriptor is not None:
@@ -110,7 +111,7 @@ def descriptor_for(relay: Relay, chat_id: str) -> Descriptor | None:
 
 
 async def send_text(
-    relay: Relay, chat_id: str, text: str, *, reply_to: str | None = None
+    relay: RelayPort, chat_id: str, text: str, *, reply_to: str | None = None
 ) -> list[Outcome]:
     """See :meth:`Relay.send_text`."""
     descriptor = descriptor_for(relay, chat_id)
@@ -137,7 +138,7 @@ async def send_text(
 
 
 def bind_relay(
-    handler: Callable[..., Awaitable[None]] | None, arity: int, get_relay: Callable[[], Relay]
+    handler: Callable[..., Awaitable[None]] | None, arity: int, get_relay: Callable[[], RelayPort]
 ) -> Callable[..., Awaitable[None]] | None:
     """``handler`` as the pipeline calls it (``arity`` arguments), passing the relay as
     one more argument when the handler takes it (``async def on_message(event,

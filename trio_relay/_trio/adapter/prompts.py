@@ -35,7 +35,7 @@ from ..._core.prompts import (
 )
 
 if TYPE_CHECKING:
-    from ..relay import Relay
+    from .port import RelayPort
 
 __all__ = ["PROCESS_NONCE", "PromptBroker"]
 
@@ -129,7 +129,7 @@ class PromptBroker:
 
     async def ask(
         self,
-        relay: Relay,
+        relay: RelayPort,
         chat_id: str,
         question: str,
         options: Iterable[OptionSpec],
@@ -170,7 +170,7 @@ class PromptBroker:
 
     async def _send_native(
         self,
-        relay: Relay,
+        relay: RelayPort,
         pending: _Pending,
         question: str,
         kind: str,

@@ -42,7 +42,7 @@ from ..._core.pacing import typing_interval
 from ..._core.text import first_piece, text_length
 
 if TYPE_CHECKING:
-    from ..relay import Relay
+    from .port import RelayPort
 
 __all__ = ["StreamReply", "open_stream_reply"]
 
@@ -71,7 +71,7 @@ class StreamReply:
 
     def __init__(
         self,
-        relay: Relay,
+        relay: RelayPort,
         chat_id: str,
         descriptor: Descriptor | None,
         *,
@@ -254,7 +254,7 @@ class StreamReply:
 
 @asynccontextmanager
 async def open_stream_reply(
-    relay: Relay, chat_id: str, *, reply_to: str | None, edit_interval: float
+    relay: RelayPort, chat_id: str, *, reply_to: str | None, edit_interval: float
 ) -> AsyncIterator[StreamReply]:
     """See :meth:`Relay.stream_reply`."""
     reply = StreamReply(

@@ -13,8 +13,8 @@ import ssl
 
 import trio
 
-from ..._core.config import RelayConfig
-from ..._core.endpoint import ByteStream, Dialer, Endpoint
+from ..._core.config import Dialer, RelayConfig
+from ..._core.endpoint import ByteStream, Endpoint
 from .proxy import ProxyRefused, open_tunnel, proxy_for
 from .stream import SocketStream, open_tcp
 

@@ -1,0 +1,41 @@
+"""What the adapter plane needs of a relay: the narrow interface it is written against.
+
+The adapter plane (``send_text``, ``stream_reply``, ``ask``) sits above the relay and
+reaches it only through :class:`RelayPort`, so nothing in ``adapter/`` imports the
+relay's module and the relay can import the plane without an import cycle.
+:class:`~trio_relay.Relay` satisfies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from ..._core.descriptor import Descriptor
+from ..._core.outcome import Outcome
+from ..._core.routes import RouteTable
+
+__all__ = ["RelayPort"]
+
+
+class RelayPort(Protocol):
+    """The relay as the adapter plane sees it (see :class:`trio_relay.Relay`)."""
+
+    descriptors: dict[str, Descriptor]
+    default_platform: str | None
+    routes: RouteTable
+
+    async def request(
+        self,
+        action: Mapping[str, Any],
+        *,
+        platform: str | None = None,
+        timeout: float | None = None,
+        wait_connected: bool = False,
+    ) -> Outcome: ...
+
+    def descriptor_for(self, chat_id: str) -> Descriptor | None: ...
+
+    async def send_text(
+        self, chat_id: str, text: str, *, reply_to: str | None = None
+    ) -> list[Outcome]: ...
