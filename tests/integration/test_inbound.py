@@ -17,9 +17,7 @@ import pytest
 import trio
 from inbound_relay_support import DEADLINE, Handled, event, eventually, reconnect, relay_to
 
-from trio_relay._core.event import MessageEvent
-from trio_relay._core.passthrough import PassthroughForward
-from trio_relay._trio.inbound.pipeline import DeadLetter
+from trio_relay import DeadLetter, MessageEvent, PassthroughForward
 from trio_relay.testing import ReferenceConnector, open_connector
 
 FORWARD = {

@@ -32,7 +32,6 @@ from trio_relay import (
     UpgradeAuth,
     open_relay,
 )
-from trio_relay._trio.relay import Relay
 from trio_relay.testing import ReferenceConnector, open_connector
 
 __all__ = ["redis_server", "redis_server_with_password"]  # fixtures used below

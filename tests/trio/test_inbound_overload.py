@@ -12,7 +12,7 @@ import pytest
 import trio
 from inbound_support import Recorder, msg, running, settle
 
-from trio_relay._trio.inbound.pipeline import LIVE_OVERFLOW_FACTOR
+from trio_relay._core.backlog import LIVE_OVERFLOW_FACTOR
 
 
 async def test_overload_drops_buffered_without_ack_and_redelivery_is_handled() -> None:
