@@ -28,6 +28,7 @@ from trio_relay import (
     MemoryDedupeStore,
     MessageEvent,
     RedisDedupeStore,
+    Relay,
     RelayConfig,
     UpgradeAuth,
     open_relay,
