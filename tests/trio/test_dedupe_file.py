@@ -1,38 +1,46 @@
-"""The SQLite file behind ``SqliteDedupeStore``: blocking calls, no event loop."""
+"""The SQLite file behind ``SqliteDedupeStore``: blocking calls, no event loop.
+
+Each file is the one the store itself would use, from its ``open_file`` seam."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from trio_relay._trio.stores.key_file import SqliteKeyFile
+from trio_relay import SqliteDedupeStore
+
+
+def key_file(path: str | Path, capacity: int) -> Any:
+    """The store's own blocking file for ``path`` (``load``, ``add``, ``close``)."""
+    return SqliteDedupeStore(path).open_file(capacity)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "3"])
 def test_capacity_must_be_positive_int(bad: object) -> None:
     with pytest.raises(ValueError):
-        SqliteKeyFile(":memory:", bad)  # type: ignore[arg-type]
+        key_file(":memory:", bad)  # type: ignore[arg-type]
 
 
-# --- SqliteKeyFile (blocking; the Trio side runs it in worker threads) ---------------
+# --- the key file (blocking; the Trio side runs it in worker threads) ---------------
 
 
 def test_store_round_trip_across_instances(tmp_path: Path) -> None:
     path = tmp_path / "dedupe.sqlite"
-    store = SqliteKeyFile(path, 10)
+    store = key_file(path, 10)
     assert store.load() == []
     store.add(["a", "b"])
     store.add(["c"])
     store.close()
-    again = SqliteKeyFile(str(path), 10)
+    again = key_file(str(path), 10)
     assert again.load() == ["a", "b", "c"]
     again.close()
 
 
 def test_store_is_bounded_dropping_oldest(tmp_path: Path) -> None:
-    store = SqliteKeyFile(tmp_path / "d.sqlite", 3)
+    store = key_file(tmp_path / "d.sqlite", 3)
     store.load()
     store.add(["a", "b"])
     store.add(["c", "d", "e"])
@@ -45,7 +53,7 @@ def test_store_is_bounded_dropping_oldest(tmp_path: Path) -> None:
 
 
 def test_store_duplicate_keeps_first_position(tmp_path: Path) -> None:
-    store = SqliteKeyFile(tmp_path / "d.sqlite", 3)
+    store = key_file(tmp_path / "d.sqlite", 3)
     store.add(["a", "b", "a"])
     store.add(["c", "b", "d"])
     assert store.load() == ["b", "c", "d"]  # "a" was oldest; "b" not moved
@@ -54,16 +62,16 @@ def test_store_duplicate_keeps_first_position(tmp_path: Path) -> None:
 
 def test_store_smaller_capacity_takes_effect_on_load(tmp_path: Path) -> None:
     path = tmp_path / "d.sqlite"
-    big = SqliteKeyFile(path, 10)
+    big = key_file(path, 10)
     big.add(list("abcdef"))
     big.close()
-    small = SqliteKeyFile(path, 2)
+    small = key_file(path, 2)
     assert small.load() == ["e", "f"]
     small.close()
 
 
 def test_store_empty_add_and_double_close(tmp_path: Path) -> None:
-    store = SqliteKeyFile(tmp_path / "d.sqlite", 2)
+    store = key_file(tmp_path / "d.sqlite", 2)
     store.add([])
     assert not (tmp_path / "d.sqlite").exists()  # nothing opened for nothing
     store.close()
@@ -74,7 +82,7 @@ def test_store_usable_from_other_threads(tmp_path: Path) -> None:
     # trio.to_thread runs each call on whichever worker thread is free.
     import threading
 
-    store = SqliteKeyFile(tmp_path / "d.sqlite", 10)
+    store = key_file(tmp_path / "d.sqlite", 10)
     store.load()
     t = threading.Thread(target=store.add, args=(["x"],))
     t.start()
@@ -86,7 +94,7 @@ def test_store_usable_from_other_threads(tmp_path: Path) -> None:
 def test_store_rejects_foreign_file(tmp_path: Path) -> None:
     path = tmp_path / "not-a-db"
     path.write_bytes(b"this is not sqlite, just some bytes " * 10)
-    store = SqliteKeyFile(path, 2)
+    store = key_file(path, 2)
     with pytest.raises(sqlite3.DatabaseError):
         store.load()
     store.close()
@@ -97,7 +105,7 @@ def test_store_rejects_newer_schema(tmp_path: Path) -> None:
     db = sqlite3.connect(path)
     db.execute("PRAGMA user_version = 99")
     db.close()
-    store = SqliteKeyFile(path, 2)
+    store = key_file(path, 2)
     with pytest.raises(sqlite3.DatabaseError, match="schema version 99"):
         store.load()
     store.close()

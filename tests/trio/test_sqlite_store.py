@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 import trio
@@ -22,7 +22,6 @@ from inbound_support import (
 )
 
 from trio_relay import SqliteDedupeStore
-from trio_relay._trio.stores.key_file import SqliteKeyFile
 
 # --- durable dedupe ----------------------------------------------------------------------
 
@@ -104,12 +103,22 @@ async def test_unusable_store_falls_back_to_memory(
     assert "dedupe is memory-only" in caplog.text
 
 
+class KeyFile(Protocol):
+    """What ``SqliteDedupeStore.open_file`` returns: the blocking file."""
+
+    def load(self) -> list[str]: ...
+
+    def add(self, keys: Iterable[str]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class WatchedFile:
     """The real SQLite file, with each blocking call recorded and optionally replaced."""
 
     def __init__(
         self,
-        inner: SqliteKeyFile,
+        inner: KeyFile,
         add: Callable[[list[str]], None] | None,
         close: Callable[[], None] | None,
     ) -> None:
@@ -148,7 +157,7 @@ class WatchedStore(SqliteDedupeStore):
 
     def open_file(self, capacity: int) -> WatchedFile:
         file = WatchedFile(
-            SqliteKeyFile(self.path, capacity), self.replace_add, self.replace_close
+            super().open_file(capacity), self.replace_add, self.replace_close
         )
         self.files.append(file)
         return file
@@ -221,6 +230,6 @@ async def test_a_write_cut_off_by_shutdown_is_written_by_the_final_flush(
             await eventually(lambda: len(calls) == 1)
     finally:
         stuck.set()
-    again = SqliteKeyFile(path, 10)
+    again = SqliteDedupeStore(path).open_file(10)
     assert again.load() == ["slack:C1:m1"]
     again.close()
