@@ -11,10 +11,6 @@ from relay_support import SEND
 
 import trio_relay
 from trio_relay import RelevancePolicy, State, UpgradeAuth
-from trio_relay._core.config import RelayConfig
-from trio_relay._core.media import ConnectorRoutes
-from trio_relay._trio.routes.client import ConnectorHttp
-from trio_relay._trio.routes.policy import declare_policy
 from trio_relay.testing import open_connector
 
 SECRET = "policy-secret-value"
@@ -68,21 +64,21 @@ async def test_a_server_error_is_retried() -> None:
     assert [r.status for r in connector.routes.requests] == [503, 204]
 
 
-class NeverConnects:
-    async def wait_connected(self, timeout: float | None = None) -> None:
-        raise AssertionError("an all-default policy must not even wait for a connection")
-
-
 async def test_an_all_default_policy_is_not_sent() -> None:
-    async with open_connector() as connector:
-        http = ConnectorHttp(ConnectorRoutes.from_relay_url(connector.url), lambda: None,
-                             RelayConfig())  # fmt: skip
-        try:
-            sent = await declare_policy(NeverConnects(), http, RelevancePolicy("slack"))
-        finally:
-            await http.aclose()
-    assert sent is False
-    assert connector.routes.requests == []
+    # An absence, so with a witness: a second relay with a real policy connects after the
+    # first one is up and has made a round trip; once its declaration has arrived, the
+    # first one's (sent, if at all, right after its own handshake) would be there too.
+    async with open_connector(secrets={"gw": SECRET, "gw2": SECRET}) as connector:
+        quiet = UpgradeAuth("gw2", SECRET)
+        default = RelevancePolicy("slack")
+        async with trio_relay.open_relay(connector.url, auth=quiet, policy=default) as first:
+            await first.wait_connected(timeout=10)
+            assert (await first.request(SEND)).success
+            async with trio_relay.open_relay(connector.url, auth=AUTH, policy=POLICY):
+                with trio.fail_after(10):
+                    await connector.routes.wait_policies(1)
+    assert [gateway for gateway, _ in connector.routes.policies] == ["gw"]
+    assert [r.gateway_id for r in connector.routes.requests] == ["gw"]
 
 
 async def test_closed_before_connecting_sends_nothing() -> None:
