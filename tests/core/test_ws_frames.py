@@ -9,7 +9,7 @@ from websockets.frames import Frame, Opcode
 from websockets.streams import StreamReader
 from websockets.utils import apply_mask
 
-from trio_relay._core.ws_frames import InboundFrames, text_frame
+from trio_relay._core.ws_frames import InboundFrames, InvalidText, TextValidator, text_frame
 
 MAX = 1000
 
@@ -45,11 +45,71 @@ def take_all(frames: InboundFrames, *, plain: bool = True) -> tuple[list[bytes],
 
 @pytest.mark.parametrize("size", [0, 1, 125, 126, 127, 65535, 65536, 70000])
 def test_a_plain_text_frame_of_any_length_encoding_is_taken_here(size: int) -> None:
-    data = bytes(i % 251 for i in range(size))
+    data = bytes(32 + i % 95 for i in range(size))
     frames = InboundFrames(max_size=1 << 20)
     frames.feed(server_frame(Opcode.TEXT, data))
     assert take_all(frames) == ([data], [])
     assert frames.buffered == 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"plain ascii", "h\u00e9llo \U0001f600 \u4e16\u754c".encode(), b"\xef\xbb\xbfbom"],
+)
+def test_a_text_frame_of_valid_utf8_is_taken(data: bytes) -> None:
+    frames = InboundFrames(max_size=MAX)
+    frames.feed(server_frame(Opcode.TEXT, data))
+    assert take_all(frames) == ([data], [])
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"\xff\xfe{}",  # never UTF-8
+        b'{"a": "\xc3"}',  # a character cut short
+        b"\xed\xa0\x80",  # a UTF-16 surrogate, which UTF-8 may not encode
+        b"\xc0\x80",  # an overlong NUL
+        b"x" * 200 + b"\x80",  # a stray continuation byte, in a 16-bit-length frame
+    ],
+)
+def test_a_text_frame_that_is_not_utf8_raises_after_the_frames_before_it(data: bytes) -> None:
+    frames = InboundFrames(max_size=MAX)
+    frames.feed(
+        server_frame(Opcode.TEXT, b"before")
+        + server_frame(Opcode.TEXT, data)
+        + server_frame(Opcode.TEXT, b"after")
+    )
+    payloads: list[bytes] = []
+    with pytest.raises(InvalidText, match="not valid UTF-8"):
+        frames.take(payloads, plain=True)
+    assert payloads == [b"before"]
+    # Everything after it is the protocol's (which the shell has failed by then).
+    assert frames.passthrough and frames.take(payloads, plain=True) == server_frame(
+        Opcode.TEXT, b"after"
+    )
+
+
+def test_a_binary_frame_is_not_checked_for_utf8() -> None:
+    frames = InboundFrames(max_size=MAX)
+    frames.feed(server_frame(Opcode.BINARY, b"\xff\xfe"))
+    assert take_all(frames) == ([b"\xff\xfe"], [])
+
+
+def test_fragmented_text_is_checked_across_fragments() -> None:
+    smile = "\U0001f600".encode()  # four bytes, cut between fragments below
+    validator = TextValidator()
+    validator.start(smile[:1], final=False)
+    validator.feed(smile[1:3], final=False)
+    validator.feed(smile[3:], final=True)  # whole again: fine
+    validator.start(b"ok", final=True)
+    validator.stop()
+    validator.feed(b"\xff", final=True)  # a binary message's continuation: not text
+    validator.start(smile[:2], final=False)
+    with pytest.raises(InvalidText):
+        validator.feed(b"", final=True)  # the message ended inside a character
+    validator.start(b"\xc3", final=False)
+    with pytest.raises(InvalidText):
+        validator.feed(b"(", final=False)  # not a continuation byte
 
 
 def test_a_frame_split_at_every_byte_comes_out_once_complete() -> None:
@@ -66,7 +126,7 @@ def test_a_frame_split_at_every_byte_comes_out_once_complete() -> None:
 
 
 def test_a_long_message_read_by_read_is_assembled_without_losing_bytes() -> None:
-    data = bytes(range(256)) * 300
+    data = "".join(map(chr, range(32, 1200))).encode() * 30  # one- to three-byte characters
     wire = server_frame(Opcode.TEXT, data)
     frames = InboundFrames(max_size=1 << 20)
     payloads: list[bytes] = []

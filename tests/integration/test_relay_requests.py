@@ -394,3 +394,38 @@ async def test_a_wait_on_the_peer_ends_at_once_when_the_link_drops(
             nursery.start_soon(waiting)
             await trio.sleep(1)
             await connector.abort(session)
+
+
+async def test_a_text_message_that_is_not_utf8_fails_the_connection_with_1007(
+    connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
+) -> None:
+    """RFC 6455 §8.1: the gateway fails the connection (1007); the request in flight
+    ends ambiguous at once, not at its timeout; the relay dials again."""
+    async with trio_relay.open_relay(connector.url, config=config()) as relay:
+        await relay.wait_connected(5)
+        first = connector.current
+        assert first is not None
+        connector.withhold_results()
+        outcomes: list[Outcome] = []
+        async with trio.open_nursery() as nursery:
+
+            async def send() -> None:
+                outcomes.append(await relay.request(SEND))
+
+            nursery.start_soon(send)
+            await connector.wait_outbound(1)
+            started = trio.current_time()
+            # Valid JSON but for one byte: \xc3 needs a continuation byte, "(" is none.
+            bad = b'{"type": "going_idle_ack", "x": "\xc3("}\n'
+            await connector.inject_raw(bad, as_text=True)
+            with trio.fail_after(1):  # without the check: the request's 30 s timeout
+                await first.closed.wait()
+        assert trio.current_time() - started < 1  # not the 30 s request timeout
+        assert outcomes[0].ambiguous and not outcomes[0].success, outcomes[0]
+        assert first.close_code == 1007
+        connector.release_results()
+        await connector.wait_session(2)
+        await relay.wait_connected(5)
+        assert relay.stats.dials == 2
+        again = await relay.request(SEND)
+    assert again.success, again

@@ -3,11 +3,14 @@ nothing the peer can observe: for any stream of server frames — plain text and
 pings, pongs, fragmented messages, a close, a header the protocol rejects — cut into
 reads anywhere, :meth:`WebSocket.receive` yields the payloads, the answers (pongs, the
 close echo) and the end that the bare ``ClientProtocol`` of ``websockets`` gives for the
-same bytes."""
+same bytes, plus the one check that protocol object leaves to its callers: a text
+message that is not UTF-8 fails the connection with 1007 (RFC 6455 §8.1), here modelled
+with the standard library's decoder."""
 
 from __future__ import annotations
 
 import base64
+import codecs
 import hashlib
 import itertools
 from dataclasses import dataclass
@@ -106,9 +109,16 @@ def bare_protocol(tail: bytes, cuts: list[int]) -> Seen:
     stream = ScriptedStream(tail, cuts)
     stream.answer(b"".join(protocol.data_to_send()))
     payloads, written = [], bytearray()
-    for chunk in [*stream.chunks, b""]:
-        if chunk:
-            protocol.receive_data(chunk)
+    text: codecs.IncrementalDecoder | None = None  # the text message being received
+    failed = False
+    # Fed a byte at a time, so that each frame is judged as it completes: a frame after
+    # a text message that fails the connection is never processed (no pong for a ping).
+    received = b"".join(stream.chunks)
+    for byte in [received[i : i + 1] for i in range(len(received))] + [b""]:
+        if failed:
+            break
+        if byte:
+            protocol.receive_data(byte)
         else:
             protocol.receive_eof()
         for event in protocol.events_received():
@@ -117,6 +127,20 @@ def bare_protocol(tail: bytes, cuts: list[int]) -> Seen:
                 Opcode.BINARY,
                 Opcode.CONT,
             ):
+                if event.opcode is Opcode.TEXT:
+                    text = codecs.getincrementaldecoder("utf-8")()
+                elif event.opcode is Opcode.BINARY:
+                    text = None
+                try:
+                    if text is not None:
+                        text.decode(bytes(event.data), event.fin)
+                except UnicodeDecodeError as exc:
+                    reason = f"text message is not valid UTF-8: {exc.reason} at byte {exc.start}"
+                    protocol.fail(1007, reason)
+                    failed = True
+                    break
+                if event.fin:
+                    text = None
                 payloads.append(bytes(event.data))
         written += b"".join(protocol.data_to_send())
     rcvd, sent = _closes(protocol)
@@ -148,7 +172,9 @@ def through_websocket(tail: bytes, cuts: list[int]) -> Seen:
 
 
 def plain(opcode: Opcode) -> st.SearchStrategy[bytes]:
-    return st.binary(max_size=300).map(lambda data: Frame(opcode, data).serialize(mask=False))
+    # Text as text mostly (emoji and all), and now and then bytes that are not UTF-8.
+    data = st.one_of(st.text(max_size=150).map(str.encode), st.binary(max_size=300))
+    return data.map(lambda data: Frame(opcode, data).serialize(mask=False))
 
 
 def fragmented() -> st.SearchStrategy[bytes]:
@@ -158,7 +184,18 @@ def fragmented() -> st.SearchStrategy[bytes]:
         frames.append(Frame(Opcode.CONT, parts[-1], fin=True))
         return b"".join(f.serialize(mask=False) for f in frames)
 
-    return st.lists(st.binary(max_size=100), min_size=2, max_size=4).map(build)
+    # A character may be split across fragments: cut valid text anywhere, bytes too.
+    def cut(case: tuple[bytes, list[int]]) -> list[bytes]:
+        data, cuts = case
+        edges = [0, *sorted(c % len(data) for c in cuts), len(data)]
+        return [data[a:b] for a, b in itertools.pairwise(edges)]
+
+    text = st.text(min_size=1, max_size=100).map(str.encode)
+    parts = st.one_of(
+        st.tuples(text, st.lists(st.integers(0, 400), min_size=1, max_size=3)).map(cut),
+        st.lists(st.binary(max_size=100), min_size=2, max_size=4),
+    )
+    return parts.map(build)
 
 
 def control(opcode: Opcode) -> st.SearchStrategy[bytes]:

@@ -15,6 +15,13 @@ client CPU at 16-way, for what is a header and a slice. So:
   boundary. A header the protocol must reject at once (masked, reserved bits, an unknown
   opcode, a payload over the limit) switches to *passthrough*: from there on every byte
   goes to the protocol, which fails the connection with the close code it always would.
+- A text message must be valid UTF-8 (RFC 6455 §8.1), and the protocol object does not
+  check it (the asyncio layer of ``websockets`` does, when it decodes): so a plain text
+  frame's payload is checked here, and one that is not UTF-8 raises :class:`InvalidText`
+  for the shell to fail the connection with 1007. The check is ``bytes.isascii()`` (no
+  copy, no allocation), and a real decode only for a payload with a byte past 0x7F.
+  Fragmented text goes through the protocol whole; :class:`TextValidator` checks it
+  fragment by fragment in the shell.
 - :func:`text_frame` builds a masked text frame; the masking function and the keys are
   the shell's (the keys from a :class:`~.random_pool.RandomPool`).
 
@@ -25,9 +32,13 @@ only while no extension (permessage-deflate) is negotiated.
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Callable
 
-__all__ = ["InboundFrames", "text_frame"]
+__all__ = ["INVALID_DATA", "InboundFrames", "InvalidText", "TextValidator", "text_frame"]
+
+INVALID_DATA = 1007
+"""RFC 6455's close code for a text message that is not UTF-8 (§7.4.1)."""
 
 _FIN = 0x80
 _RESERVED = 0x70
@@ -38,6 +49,59 @@ _PLAIN_DATA = (_TEXT_FINAL, _BINARY_FINAL)
 _VALID_OPCODES = frozenset((0x0, 0x1, 0x2, 0x8, 0x9, 0xA))
 _CONTROL = 0x8
 _MAX_CONTROL_PAYLOAD = 125
+
+
+class InvalidText(Exception):
+    """A text message's payload is not valid UTF-8: the connection must fail with
+    :data:`INVALID_DATA`. The message says where (for the close reason and the log)."""
+
+    def __init__(self, error: UnicodeDecodeError) -> None:
+        super().__init__(f"text message is not valid UTF-8: {error.reason} at byte {error.start}")
+
+
+def check_text(payload: bytes) -> None:
+    """Raise :class:`InvalidText` unless ``payload`` is valid UTF-8."""
+    if not payload.isascii():
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidText(exc) from None
+
+
+class TextValidator:
+    """Checks one text message's fragments as they arrive (a character may be split
+    across two of them): :meth:`start` at its first frame, :meth:`feed` for each."""
+
+    __slots__ = ("_decoder",)
+
+    def __init__(self) -> None:
+        self._decoder: codecs.IncrementalDecoder | None = None
+
+    def start(self, data: bytes, *, final: bool) -> None:
+        """A text message's first frame (``final``: and its only one)."""
+        if final:
+            self._decoder = None
+            check_text(data)
+            return
+        self._decoder = codecs.getincrementaldecoder("utf-8")()
+        self.feed(data, final=False)
+
+    def stop(self) -> None:
+        """A binary message began: its continuation frames are not text."""
+        self._decoder = None
+
+    def feed(self, data: bytes, *, final: bool) -> None:
+        """A continuation frame (of a binary message when no text message is open)."""
+        decoder = self._decoder
+        if decoder is None:
+            return
+        if final:
+            self._decoder = None
+        try:
+            decoder.decode(data, final)
+        except UnicodeDecodeError as exc:
+            self._decoder = None
+            raise InvalidText(exc) from None
 
 
 class InboundFrames:
@@ -75,6 +139,10 @@ class InboundFrames:
         ``payloads`` (only if ``plain``: otherwise every frame is the protocol's); stop at
         the first frame that is not one and return its bytes, for the protocol — or, in
         passthrough, everything buffered. None: what is left is an incomplete frame.
+
+        Raises :class:`InvalidText` for a plain text frame that is not UTF-8, after the
+        payloads before it were appended; everything after it then goes to the protocol
+        (which the shell has failed by then).
         """
         buffer = self._buffer
         if self.passthrough:
@@ -112,7 +180,15 @@ class InboundFrames:
             if end > size:
                 break
             if plain and first in _PLAIN_DATA:
-                payloads.append(bytes(buffer[pos + head : end]))
+                payload = bytes(buffer[pos + head : end])
+                if first == _TEXT_FINAL and not payload.isascii():
+                    try:
+                        payload.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        self.passthrough = True
+                        self._buffer = buffer[end:]
+                        raise InvalidText(exc) from None
+                payloads.append(payload)
                 pos = end
                 continue
             frame, self._buffer = buffer[pos:end], buffer[end:]

@@ -113,10 +113,14 @@ class ReferenceConnector(ConnectorProtocol):
     ) -> None:
         await self._target(session).send_and_wait(InterruptInbound(session_key, chat_id))
 
-    async def inject_raw(self, text: str | bytes, *, session: Session | None = None) -> None:
+    async def inject_raw(
+        self, text: str | bytes, *, session: Session | None = None, as_text: bool = False
+    ) -> None:
         """Send one WebSocket message verbatim (a text message for ``str``, binary for
-        ``bytes``), not batched with other frames: for malformed-frame tests."""
-        await self._target(session).send_raw(text)
+        ``bytes``), not batched with other frames: for malformed-frame tests.
+        ``as_text=True`` sends ``bytes`` as a *text* message's payload, unchecked: a
+        text message that is not UTF-8, which the gateway must fail with 1007."""
+        await self._target(session).send_raw(text, text=as_text)
 
     # --- faults -----------------------------------------------------------------------
 

@@ -34,6 +34,9 @@ class GatedStream(trio.abc.Stream):
         """Set once the underlying stream ended (EOF, error, or closed by anyone)."""
         self.drop_pongs = False
         """Swallow the pongs trio-websocket writes: a peer that ignores pings."""
+        self._write_lock = trio.StrictFIFOLock()
+        # trio-websocket serialises its own writes; a frame the session writes itself
+        # (inject_raw of a text message that is not UTF-8) must not land inside one.
 
     def close_gate(self) -> None:
         self.is_open = False
@@ -51,7 +54,8 @@ class GatedStream(trio.abc.Stream):
         if self.drop_pongs and _is_one_pong(data):
             return
         try:
-            await self.inner.send_all(data)
+            async with self._write_lock:
+                await self.inner.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.finished.set()
             raise

@@ -64,6 +64,18 @@ class Admission:
     refuse: tuple[int, str] | None = None
 
 
+def _server_text_frame(payload: bytes) -> bytes:
+    """One final, unmasked text frame (RFC 6455 §5.2), whatever ``payload`` holds."""
+    length = len(payload)
+    if length < 126:
+        head = bytes((0x81, length))
+    elif length < 1 << 16:
+        head = bytes((0x81, 126)) + length.to_bytes(2, "big")
+    else:
+        head = bytes((0x81, 127)) + length.to_bytes(8, "big")
+    return head + payload
+
+
 class _TrackedLine:
     """A line whose sender waits until it was handed to the socket (or the session died)."""
 
@@ -191,13 +203,20 @@ class Session:
         finally:
             self._tracked.discard(item)
 
-    async def send_raw(self, message: str | bytes) -> None:
+    async def send_raw(self, message: str | bytes, *, text: bool = False) -> None:
         """Send one WebSocket message verbatim, outside the outbox's batching (so it is
         not joined to other lines). Frames already handed to the writer go first, since
-        trio-websocket serialises sends in FIFO order."""
+        trio-websocket serialises sends in FIFO order.
+
+        ``text=True`` with ``bytes`` sends them as the payload of a *text* message, as
+        they are: for a text message that is not UTF-8, which trio-websocket cannot
+        send (it encodes a ``str``). The session frames that one itself."""
         if self.ws is None or not self.is_open:
             raise RuntimeError(f"{self!r} is not open")
-        await self.ws.send_message(message)
+        if text and isinstance(message, bytes):
+            await self._gate.send_all(_server_text_frame(message))
+        else:
+            await self.ws.send_message(message)
 
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
         """Run ``fn`` inside the session, so it is cancelled when the session ends."""

@@ -44,7 +44,13 @@ except ImportError:  # pragma: no cover - a websockets built without its C speed
 from ..._core.dial_failure import describe_error
 from ..._core.endpoint import ByteStream
 from ..._core.random_pool import RandomPool
-from ..._core.ws_frames import InboundFrames, text_frame
+from ..._core.ws_frames import (
+    INVALID_DATA,
+    InboundFrames,
+    InvalidText,
+    TextValidator,
+    text_frame,
+)
 from .ends import (
     ABNORMAL,
     STREAM_ERRORS,
@@ -99,6 +105,7 @@ class WebSocket:
         "_pongs",
         "_protocol",
         "_send_nowait",
+        "_text",
         "_write_done",
         "_writing",
         "broken",
@@ -130,6 +137,9 @@ class WebSocket:
         self.write_started_at = 0.0
         """When the :meth:`flush` under way began (meaningful while :attr:`writing`)."""
         self._pongs: dict[bytes, Callable[[], None]] = {}
+        self._text = TextValidator()
+        """UTF-8 of text messages the protocol assembled (fragmented, or every message
+        under an extension); plain frames are checked by ``_frames``."""
         self.end: SocketEnd | None = None
         self.broken = False
         """A write was cut off midway: nothing more may be written."""
@@ -208,27 +218,47 @@ class WebSocket:
                 if rest:
                     protocol.receive_data(rest)
                 protocol.receive_eof()
-                self._take_events(protocol.events_received(), payloads)
+                try:
+                    self._take_events(protocol.events_received(), payloads)
+                except InvalidText as exc:
+                    self._fail_invalid_text(exc)
                 if self.end is None and protocol.close_rcvd is None:
                     self.end = SocketEnd("closed by peer: EOF without a close frame", ABNORMAL)
                 return self._received(payloads)
             frames.feed(data)
         # Plain data frames are taken by ``frames`` (see _core/ws_frames.py); every other
         # frame goes to the protocol whole, and may change what counts as plain.
-        while True:
-            whole = frames.take(
-                payloads, plain=protocol.current_size is None and protocol.state is _OPEN
-            )
-            if whole is None:
-                break
-            protocol.receive_data(whole)
-            self._take_events(protocol.events_received(), payloads)
+        try:
+            while True:
+                whole = frames.take(
+                    payloads, plain=protocol.current_size is None and protocol.state is _OPEN
+                )
+                if whole is None:
+                    break
+                protocol.receive_data(whole)
+                self._take_events(protocol.events_received(), payloads)
+        except InvalidText as exc:
+            self._fail_invalid_text(exc)
         return self._received(payloads)
+
+    def _fail_invalid_text(self, exc: InvalidText) -> None:
+        # RFC 6455 §8.1: fail the connection with 1007. What came before the bad
+        # message is still returned; the next receive() raises WebSocketEnded, and the
+        # connection ends its requests in flight (ambiguous) and redials.
+        reason = str(exc)
+        self._protocol.fail(INVALID_DATA, reason)
+        self.end = SocketEnd(f"protocol error: {reason}", INVALID_DATA, reason)
 
     def _take_events(self, events: list[Any], payloads: list[bytes]) -> None:
         for frame in events:
             opcode = frame.opcode
             if opcode is _TEXT or opcode is _CONT or opcode is _BINARY:
+                if opcode is _TEXT:
+                    self._text.start(frame.data, final=frame.fin)
+                elif opcode is _CONT:
+                    self._text.feed(frame.data, final=frame.fin)
+                else:
+                    self._text.stop()
                 payloads.append(frame.data)
             elif opcode is _PONG:
                 callback = self._pongs.pop(bytes(frame.data), None)
