@@ -122,13 +122,11 @@ async def test_an_explicit_proxy_wins_over_the_environment(proxy: Proxy) -> None
     assert b"Proxy-Authorization" not in proxy.requests[0]
 
 
-async def test_a_proxy_refusal_is_a_failed_dial_in_plain_words(proxy: Proxy) -> None:
-    proxy.answer = b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"
+async def _first_failed_dial(proxy_url: str) -> tuple[trio_relay.RelayStats, int]:
+    """Dial through ``proxy_url`` until the first dial fails (the backoff keeps it to
+    one); the relay's stats and how many handshakes the connector saw."""
     config = RelayConfig(
-        proxy=f"http://127.0.0.1:{proxy.port}",
-        backoff_initial=60.0,
-        backoff_max=60.0,
-        backoff_first_delay=60.0,
+        proxy=proxy_url, backoff_initial=60.0, backoff_max=60.0, backoff_first_delay=60.0
     )
     async with (
         open_connector() as connector,
@@ -137,9 +135,15 @@ async def test_a_proxy_refusal_is_a_failed_dial_in_plain_words(proxy: Proxy) -> 
         with trio.fail_after(10):
             while relay.stats.dial_failures < 1:
                 await trio.sleep(0.01)
-    cause = relay.stats.last_dial_failure or ""
+    return relay.stats, connector.handshakes
+
+
+async def test_a_proxy_refusal_is_a_failed_dial_in_plain_words(proxy: Proxy) -> None:
+    proxy.answer = b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n"
+    stats, handshakes = await _first_failed_dial(f"http://127.0.0.1:{proxy.port}")
+    cause = stats.last_dial_failure or ""
     assert "refused CONNECT" in cause and "407" in cause, cause
-    assert connector.handshakes == 0
+    assert handshakes == 0
 
 
 @pytest.mark.parametrize("status", [b"407 Proxy Authentication Required", b"401 Unauthorized"])
@@ -148,19 +152,7 @@ async def test_a_proxy_credential_refusal_warns_at_once_naming_the_proxy_credent
 ) -> None:
     caplog.set_level(logging.INFO, logger="trio_relay")
     proxy.answer = b"HTTP/1.1 " + status + b"\r\n\r\n"
-    config = RelayConfig(
-        proxy=f"http://user:wrong-pw@127.0.0.1:{proxy.port}",
-        backoff_initial=60.0,
-        backoff_max=60.0,
-        backoff_first_delay=60.0,
-    )
-    async with (
-        open_connector() as connector,
-        trio_relay.open_relay(connector.url, config=config) as relay,
-    ):
-        with trio.fail_after(10):
-            while relay.stats.dial_failures < 1:
-                await trio.sleep(0.01)
+    await _first_failed_dial(f"http://user:wrong-pw@127.0.0.1:{proxy.port}")
     failed = [r for r in caplog.records if "dial failed" in r.getMessage()]
     assert len(failed) == 1, [r.getMessage() for r in caplog.records]
     assert failed[0].levelno == logging.WARNING  # the first failure, not the sixth
@@ -173,19 +165,7 @@ async def test_a_proxy_s_other_refusals_stay_quiet_at_first(
 ) -> None:
     caplog.set_level(logging.INFO, logger="trio_relay")
     proxy.answer = b"HTTP/1.1 502 Bad Gateway\r\n\r\n"
-    config = RelayConfig(
-        proxy=f"http://127.0.0.1:{proxy.port}",
-        backoff_initial=60.0,
-        backoff_max=60.0,
-        backoff_first_delay=60.0,
-    )
-    async with (
-        open_connector() as connector,
-        trio_relay.open_relay(connector.url, config=config) as relay,
-    ):
-        with trio.fail_after(10):
-            while relay.stats.dial_failures < 1:
-                await trio.sleep(0.01)
+    await _first_failed_dial(f"http://127.0.0.1:{proxy.port}")
     [failed] = [r for r in caplog.records if "dial failed" in r.getMessage()]
     assert failed.levelno == logging.INFO
     assert "proxy credentials" not in failed.getMessage()
