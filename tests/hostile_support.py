@@ -14,8 +14,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 
-from trio_relay.testing import default_descriptor
-from trio_relay.testing._protocol import JsonObject
+from trio_relay.testing import JsonObject, default_descriptor
 
 LINE_LIMIT = 2048
 MESSAGE_LIMIT = 16 * 1024

@@ -50,8 +50,7 @@ from hypothesis import HealthCheck, given, settings
 
 import trio_relay
 from trio_relay import MessageEvent, Outcome, RelayConfig, State
-from trio_relay.testing import Session, open_connector
-from trio_relay.testing._protocol import JsonObject
+from trio_relay.testing import JsonObject, Session, open_connector
 
 TIMEOUT = 30.0
 EPSILON = 1e-9

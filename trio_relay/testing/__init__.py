@@ -37,7 +37,7 @@ except ImportError as exc:
 from ._chats import PromptShown, TranscriptEntry  # noqa: E402
 from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
 from ._dialers import FaultDialer, FaultStream, MemoryDialer  # noqa: E402
-from ._options import ConnectorOptions, OutboundHandler  # noqa: E402
+from ._options import ConnectorOptions, JsonObject, OutboundHandler  # noqa: E402
 from ._probes import live_tasks, open_fds, rss_bytes, trim_heap  # noqa: E402
 from ._protocol import default_descriptor  # noqa: E402
 from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa: E402
@@ -48,6 +48,7 @@ __all__ = [
     "FaultDialer",
     "FaultStream",
     "FrameObserver",
+    "JsonObject",
     "MemoryDialer",
     "OutboundHandler",
     "PromptShown",

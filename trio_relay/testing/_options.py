@@ -20,6 +20,7 @@ from .._core.frames import Outbound
 from ._session import FrameObserver, Session, SessionObserver
 
 JsonObject = dict[str, Any]
+"""A decoded JSON object, as descriptors and outbound handlers' results are written."""
 
 OutboundHandler = Callable[[Session, Outbound], Awaitable["JsonObject | None"]]
 """``async (session, frame) -> result``; a ``None`` result sends no reply at all."""
