@@ -32,7 +32,8 @@ class Proxy:
     """``user:password`` for ``Proxy-Authorization: Basic``; never logged."""
 
     def __str__(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
 
 class ProxyRefused(OSError):
