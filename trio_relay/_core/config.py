@@ -197,6 +197,13 @@ class RelayConfig:
     (see ``trio_relay._core.endpoint``). ``None`` is the real one: TCP with happy
     eyeballs and the keepalive options, the proxy, TLS. Tests and the soak pass
     ``trio_relay.testing.FaultDialer``/``MemoryDialer`` here to inject faults."""
+    adapt_ping_interval: bool = True
+    """When two links in a row are cut by the peer without a close frame after the same
+    silence (something in between cuts idle connections below ``ping_interval``), log
+    one WARNING naming it and ping every half that silence (never below 1 s) for the
+    rest of the relay's life; a link cut there again does not climb the redial ladder.
+    ``stats.effective_ping_interval`` and ``stats.idle_cut_detected`` show it. ``False``:
+    the warning only, the pings stay at ``ping_interval``."""
 
     def __repr__(self) -> str:
         # The generated repr minus the fields marked repr=False, plus the proxy with its

@@ -27,6 +27,12 @@ class RelayStats:
     last_end_cause: str | None = None
     """How the last link or dial ended, in words (``"closed by peer"``, ...)."""
     ping_rtt: float | None = None
+    effective_ping_interval: float | None = None
+    """The ping interval in use (seconds): ``config.ping_interval``, or lower once an idle
+    cut was learned (``RelayConfig.adapt_ping_interval``)."""
+    idle_cut_detected: float | None = None
+    """The silence (seconds) after which something between us and the connector cuts
+    idle links, once two links in a row showed it; ``None`` while none was seen."""
     requests: Counter[str] = field(default_factory=Counter)
     frames_received: int = 0
     frames_rejected: int = 0

@@ -22,6 +22,7 @@ from .._core.config import Identity, RelayConfig, UpgradeAuth
 from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.errors import InsecureURLError
 from .._core.frames import Interrupt
+from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Lifecycle
 from .._core.outcome import Outcome
 from .._core.request_ids import RequestIds
@@ -115,7 +116,9 @@ class Relay(StateMethods, AdapterMethods):
                 on_end=self._connection_ended,
                 on_inbound=pipeline.submit,
             ),
+            idle_cut=IdleCut(config.ping_interval, adapt=config.adapt_ping_interval),
         )
+        stats.effective_ping_interval = config.ping_interval
 
     def __repr__(self) -> str:
         return f"<Relay {self._endpoint} state={self.state.value}>"
@@ -314,6 +317,7 @@ class Relay(StateMethods, AdapterMethods):
         assert end is not None
         if not end.by_us:
             self.stats.drops[end.cause.split(":")[0]] += 1
+        self._supervisor.link_ended(end, trio.current_time() - conn.ws.last_received)
         self.stats.last_close_code = end.code
         self.stats.last_close_reason = end.reason
         if self._newest is conn:

@@ -11,17 +11,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext as _no_shield
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 
+from .._core.close import ConnectionEnd
 from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Change, Lifecycle, Redial
 from .._core.state import State
 from .._core.stats import RelayStats, counted_task
 from .._core.token import mint_token
 from .connection.serve import ConnectionHooks, serve_connection
 from .link.dial import Endpoint
+from .link.ends import ABNORMAL
 
 logger = logging.getLogger("trio_relay")
 
@@ -56,6 +59,22 @@ class Supervisor:
     identities: Sequence[Identity]
     mint: Callable[[], str | None]
     hooks: ConnectionHooks
+    idle_cut: IdleCut
+
+    def link_ended(self, end: ConnectionEnd, silence: float) -> None:
+        """A served link ended (the relay's ``on_end`` hook, before :meth:`run` asks the
+        lifecycle what next): feed the idle-cut rule ``silence``, the seconds it had
+        received nothing before the end."""
+        cut = end.code == ABNORMAL and not end.by_us and end.up_for is not None
+        step = self.idle_cut.link_ended(cut=cut, silence=silence)
+        if step.warning is not None:
+            logger.warning("relay %s: %s", self.endpoint, step.warning)
+            self.stats.idle_cut_detected = self.idle_cut.cut_after
+            self.stats.effective_ping_interval = self.idle_cut.ping_interval
+        if step.explained:
+            # The cut was learned (and the pings adapted to it): a link it ends is not
+            # flapping, so the redial is the one after a healthy link, not a rung up.
+            self.lifecycle.backoff.healthy_link_ended()
 
     async def run(self, shield: trio.CancelScope | None = None) -> None:
         """Dial until the lifecycle says stop (revoked, or the relay is closing).
@@ -66,9 +85,14 @@ class Supervisor:
         with counted_task(self.stats), shield or _no_shield():
             lifecycle = self.lifecycle
             while not lifecycle.closing:
+                interval = self.idle_cut.ping_interval
                 end = await serve_connection(
                     endpoint=self.endpoint,
-                    config=self.config,
+                    # The connection pings at the interval of its config: the adapted
+                    # one once an idle cut was learned.
+                    config=self.config
+                    if interval == self.config.ping_interval
+                    else replace(self.config, ping_interval=interval),
                     stats=self.stats,
                     identities=self.identities,
                     mint_token=self.mint,

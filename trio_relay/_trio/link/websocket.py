@@ -212,7 +212,6 @@ class WebSocket:
                     f"closed by peer: {describe_error(exc, handshake_done=True)}", ABNORMAL
                 )
                 raise WebSocketEnded(self.end) from None
-            self.last_received = trio.current_time()
             if not data:
                 rest = frames.drain()
                 if rest:
@@ -225,6 +224,9 @@ class WebSocket:
                 if self.end is None and protocol.close_rcvd is None:
                     self.end = SocketEnd("closed by peer: EOF without a close frame", ABNORMAL)
                 return self._received(payloads)
+            # Bytes only, not the EOF: how long the peer was silent before it hung up
+            # is what tells an idle cut (_core/idle_cut.py).
+            self.last_received = trio.current_time()
             frames.feed(data)
         # Plain data frames are taken by ``frames`` (see _core/ws_frames.py); every other
         # frame goes to the protocol whole, and may change what counts as plain.
