@@ -3,9 +3,11 @@
 ::
 
     open_relay()                    relay nursery
-     ├── supervisor                 dial → serve → ask the lifecycle → wait → dial
-     │    └── connection nursery    reader, writer, pinger (see connection.py)
-     └── inbound pipeline           handlers, never on the reader (see inbound.py)
+     ├── supervisor                 dial → serve (and run the connection's timer)
+     │    │                         → ask the lifecycle → wait → dial
+     │    └── connection nursery    reader; writer only during a burst
+     │                              (see connection/connection.py)
+     └── inbound pipeline           handlers, never on the reader (see inbound/pipeline.py)
 
 Leaving the ``async with`` block stops new requests, drains in-flight ones for at most
 ``drain_timeout``, closes the socket with 1000 and cancels the rest, so no task outlives
