@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from edge_servers import (
-    ForwardProxy,
-    Haproxy,
-    Nginx,
-    NginxSettings,
-    TlsFiles,
-    start_proxy,
-    tls_files,
-)
+from edge_servers import Edge, TlsFiles, tls_files
 
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
 
@@ -42,41 +33,6 @@ def client_context(edge_tls: TlsFiles) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     edge_tls.ca.configure_trust(context)
     return context
-
-
-@dataclass
-class Edge:
-    """Starts the tier's servers for one test; :meth:`stop_all` ends them by pid."""
-
-    root: Path
-    tls: TlsFiles
-    running: list[Nginx | Haproxy | ForwardProxy] = field(default_factory=list)
-
-    def _dir(self, name: str) -> Path:
-        path = self.root / f"{name}-{len(self.running)}"
-        path.mkdir()
-        return path
-
-    def nginx(self, settings: NginxSettings, *, tls: bool = True, host: str = "127.0.0.1") -> Nginx:
-        server = Nginx(self._dir("nginx"), self.tls if tls else None, settings, host)
-        self.running.append(server)
-        return server.start()
-
-    def haproxy(self, upstream_port: int, *, tunnel_timeout: float = 60.0) -> Haproxy:
-        server = Haproxy(self._dir("haproxy"), self.tls, upstream_port, tunnel_timeout)
-        self.running.append(server)
-        return server.start()
-
-    def proxy(
-        self, kind: str, *, host: str = "127.0.0.1", credentials: tuple[str, str] | None = None
-    ) -> ForwardProxy:
-        server = start_proxy(kind, self._dir(kind), host=host, credentials=credentials)
-        self.running.append(server)
-        return server
-
-    def stop_all(self) -> None:
-        for server in reversed(self.running):
-            server.stop()
 
 
 @pytest.fixture

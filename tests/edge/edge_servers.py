@@ -327,9 +327,11 @@ class ForwardProxy:
     cleanup: Path | None = None
     """A directory of the proxy's own, removed when it stops."""
 
-    def url(self, user: str | None = None, password: str | None = None) -> str:
+    def url(
+        self, user: str | None = None, password: str | None = None, *, scheme: str = "http"
+    ) -> str:
         userinfo = f"{user}:{password}@" if user is not None else ""
-        return f"http://{userinfo}{netloc(self.host, self.port)}"
+        return f"{scheme}://{userinfo}{netloc(self.host, self.port)}"
 
     def stop(self) -> None:
         self.process.stop(grace=0.5)  # squid lingers seconds over its shutdown otherwise
@@ -427,5 +429,63 @@ def start_proxy(
     kind: str, workdir: Path, *, host: str = "127.0.0.1",
     credentials: tuple[str, str] | None = None,
 ) -> ForwardProxy:  # fmt: skip
-    start = {"squid": start_squid, "tinyproxy": start_tinyproxy}[kind]
+    start = {"squid": start_squid, "tinyproxy": start_tinyproxy, "microsocks": start_microsocks}[
+        kind
+    ]
     return start(workdir, host=host, credentials=credentials)
+
+
+# --- microsocks -------------------------------------------------------------------------
+
+
+def start_microsocks(
+    workdir: Path, *, host: str = "127.0.0.1", credentials: tuple[str, str] | None = None
+) -> ForwardProxy:
+    """A SOCKS5 proxy; with ``credentials`` it takes RFC 1929 username/password only."""
+    binary = find_binary("microsocks")
+    port = free_port(host)
+    argv = [binary, "-i", host, "-p", str(port)]
+    if ":" not in host:
+        argv += ["-b", PROXY_SOURCE]
+    if credentials is not None:
+        argv += ["-u", credentials[0], "-P", credentials[1]]
+    process = launch("microsocks", argv, host, port, workdir)
+    return ForwardProxy("microsocks", host, port, process, credentials)
+
+
+# --- one test's servers ---------------------------------------------------------------
+
+
+@dataclass
+class Edge:
+    """Starts the tier's servers for one test; :meth:`stop_all` ends them by pid."""
+
+    root: Path
+    tls: TlsFiles
+    running: list[Nginx | Haproxy | ForwardProxy] = field(default_factory=list)
+
+    def _dir(self, name: str) -> Path:
+        path = self.root / f"{name}-{len(self.running)}"
+        path.mkdir()
+        return path
+
+    def nginx(self, settings: NginxSettings, *, tls: bool = True, host: str = "127.0.0.1") -> Nginx:
+        server = Nginx(self._dir("nginx"), self.tls if tls else None, settings, host)
+        self.running.append(server)
+        return server.start()
+
+    def haproxy(self, upstream_port: int, *, tunnel_timeout: float = 60.0) -> Haproxy:
+        server = Haproxy(self._dir("haproxy"), self.tls, upstream_port, tunnel_timeout)
+        self.running.append(server)
+        return server.start()
+
+    def proxy(
+        self, kind: str, *, host: str = "127.0.0.1", credentials: tuple[str, str] | None = None
+    ) -> ForwardProxy:
+        server = start_proxy(kind, self._dir(kind), host=host, credentials=credentials)
+        self.running.append(server)
+        return server
+
+    def stop_all(self) -> None:
+        for server in reversed(self.running):
+            server.stop()

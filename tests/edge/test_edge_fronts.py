@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 import trio
-from conftest import Edge
-from edge_servers import Haproxy, Nginx, NginxSettings
+from edge_servers import Edge, Haproxy, Nginx, NginxSettings
 
 import trio_relay
 from trio_relay import RelayConfig

@@ -10,8 +10,7 @@ import ssl
 
 import pytest
 import trio
-from conftest import Edge
-from edge_servers import NginxSettings
+from edge_servers import Edge, NginxSettings
 
 import trio_relay
 from trio_relay import RelayConfig, State

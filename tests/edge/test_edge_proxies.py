@@ -13,8 +13,7 @@ from urllib.parse import quote
 
 import pytest
 import trio
-from conftest import Edge
-from edge_servers import PROXY_SOURCE, NginxSettings
+from edge_servers import PROXY_SOURCE, Edge, NginxSettings
 
 import trio_relay
 from trio_relay import RelayConfig, RelayStats

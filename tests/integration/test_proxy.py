@@ -140,3 +140,56 @@ def test_wss_reads_https_proxy_and_ws_reads_http_proxy(monkeypatch: pytest.Monke
     assert secure is not None and secure.host == "secure-proxy"
     assert plain is not None and plain.host == "plain-proxy"
     assert proxy_for(Endpoint("c.example", 443, True, "/relay"), False) is None
+
+
+# --- SOCKS5: what the CONNECT request names (the real proxy is in tests/edge/) -----------
+
+
+async def _socks_request_for(scheme: str, url: str) -> tuple[bytes, str]:
+    """The CONNECT request a relay to ``url`` sends a scripted SOCKS5 proxy (which then
+    answers "connection refused"), and the relay's account of the failed dial."""
+    requests: list[bytes] = []
+
+    async def handle(client: trio.SocketStream) -> None:
+        greeting = await client.receive_some(3)
+        assert greeting == b"\x05\x01\x00"  # version 5, one method: no authentication
+        await client.send_all(b"\x05\x00")
+        request = b""
+        while len(request) < 5 or len(request) < _socks_request_size(request):
+            request += await client.receive_some(300)
+        requests.append(request)
+        await client.send_all(b"\x05\x05\x00\x01" + bytes(6))  # REP 5: connection refused
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, host="127.0.0.1"), handle, 0
+        )
+        port = listeners[0].socket.getsockname()[1]
+        stats = await _first_failed_dial_to(url, f"{scheme}://127.0.0.1:{port}")
+        nursery.cancel_scope.cancel()
+    return requests[0], stats.last_dial_failure or ""
+
+
+def _socks_request_size(request: bytes) -> int:
+    kind = request[3]
+    return {1: 4 + 4 + 2, 4: 4 + 16 + 2}.get(kind, 4 + 1 + request[4] + 2)
+
+
+async def _first_failed_dial_to(url: str, proxy_url: str) -> trio_relay.RelayStats:
+    config = RelayConfig(
+        proxy=proxy_url, backoff_initial=60.0, backoff_max=60.0, backoff_first_delay=60.0
+    )
+    async with trio_relay.open_relay(url, config=config) as relay:
+        with trio.fail_after(10):
+            while relay.stats.dial_failures < 1:
+                await trio.sleep(0.01)
+    return relay.stats
+
+
+async def test_socks5h_sends_the_name_and_socks5_the_address_resolved_here() -> None:
+    remote, cause = await _socks_request_for("socks5h", "ws://localhost:4567")
+    assert remote == b"\x05\x01\x00\x03\x09localhost" + (4567).to_bytes(2, "big")
+    assert "refused CONNECT to localhost:4567: connection refused" in cause, cause
+    local, _ = await _socks_request_for("socks5", "ws://localhost:4567")
+    assert local[:4] in (b"\x05\x01\x00\x01", b"\x05\x01\x00\x04")  # an address, no name
+    assert local.endswith((4567).to_bytes(2, "big")) and b"localhost" not in local

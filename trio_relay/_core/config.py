@@ -182,9 +182,11 @@ class RelayConfig:
     2.5 KiB; one per relay was a tenth of an idle relay's memory). Pass a seeded one
     for exact, repeatable delays in tests."""
     proxy: str | bool = field(default=True, repr=False)
-    """HTTP CONNECT proxy for the WebSocket: ``True`` reads ``HTTPS_PROXY`` (``wss``) or
+    """Proxy for the WebSocket: ``True`` reads ``HTTPS_PROXY`` (``wss``) or
     ``HTTP_PROXY`` (``ws``), then ``ALL_PROXY``, honouring ``NO_PROXY``; a URL
-    (``http://[user:pass@]host:port``) uses that proxy; ``False`` dials directly."""
+    (``http://[user:pass@]host:port`` for HTTP CONNECT, ``socks5://`` or ``socks5h://``
+    (the proxy resolves the connector's name) for SOCKS5) uses that proxy; ``False``
+    dials directly. The password never appears in a repr, a log line or an error."""
     extra_headers: tuple[tuple[str, str], ...] = ()
     """Extra HTTP headers on the upgrade request (``Authorization`` is ours)."""
     user_agent: str | None = "trio-relay"
