@@ -202,6 +202,7 @@ class Nginx:
                 proxy_set_header Upgrade $http_upgrade;
                 proxy_set_header Connection $connection_upgrade;
                 proxy_set_header Host $host;
+                proxy_set_header X-Real-IP $remote_addr;
                 proxy_buffering off;
                 proxy_read_timeout {ms(s.read_timeout)};
                 proxy_send_timeout {ms(s.read_timeout)};"""

@@ -98,3 +98,66 @@ async def test_a_maintenance_503_s_retry_after_is_honoured(
     # The ladder alone would wait at most 0.05 s: the wait is the front's Retry-After.
     delays = [float(m) for m in re.findall(r"next attempt in ([\d.]+) s", " ".join(failed))]
     assert delays and all(delay >= 1.0 for delay in delays), failed
+
+
+REQUESTERS = 16
+
+
+@pytest.mark.parametrize("kind", FRONTS)
+async def test_a_graceful_reload_under_load_loses_no_request(
+    edge: Edge, client_context: ssl.SSLContext, kind: str
+) -> None:
+    # nginx: SIGHUP; the old worker keeps its WebSockets for worker_shutdown_timeout
+    # (1 s here), then closes them without a close_notify. haproxy (-W): SIGUSR2; the
+    # old worker keeps its tunnels. Either way every request must end with an outcome,
+    # every success must be one the connector saw, and nothing definite may have left.
+    outcomes: dict[str, trio_relay.Outcome] = {}
+    async with open_connector() as connector:
+        if kind == "nginx":
+            server: Nginx | Haproxy = edge.nginx(
+                NginxSettings(connector.port, worker_shutdown_timeout=1.0)
+            )
+        else:
+            server = edge.haproxy(connector.port)
+        relay_config = config(client_context, request_timeout=10.0)
+        async with trio_relay.open_relay(server.url, config=relay_config) as relay:
+            await relay.wait_connected(10)
+            stop = trio.Event()
+
+            async def requester(index: int) -> None:
+                sequence = 0
+                while not stop.is_set():
+                    content = f"r{index}-{sequence}"
+                    sequence += 1
+                    action = {**SEND, "content": content}
+                    outcomes[content] = await relay.request(action, wait_connected=True)
+                    await trio.sleep(0.02)
+
+            async with trio.open_nursery() as nursery:
+                for index in range(REQUESTERS):
+                    nursery.start_soon(requester, index)
+                await trio.sleep(0.5)
+                reloads_at = len(outcomes)
+                if isinstance(server, Nginx):
+                    server.reload(server.settings)
+                else:
+                    server.reload()
+                await trio.sleep(2.0)  # past the old worker's end, and a redial
+                settled_before = len(outcomes)
+                await trio.sleep(0.5)
+                stop.set()
+            after = [outcomes[c] for c in list(outcomes)[settled_before:]]
+    seen = {frame.action["content"] for frame in connector.outbound}
+    assert len(outcomes) > reloads_at + REQUESTERS  # requests went on across the reload
+    for content, outcome in outcomes.items():
+        if outcome.success:
+            assert content in seen, content  # a success is one the connector answered
+        elif not outcome.ambiguous:
+            assert content not in seen, (content, outcome)  # definite: it never left
+    assert after and all(outcome.success for outcome in after), after
+    if kind == "nginx":  # the old worker cut the link; the new one took the redial
+        assert relay.stats.connects == 2
+        cut = relay.stats.drops["closed by peer"]
+        assert cut == 1, relay.stats.drops
+    else:  # haproxy's old worker kept the tunnel
+        assert relay.stats.connects == 1
