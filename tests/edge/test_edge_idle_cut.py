@@ -21,6 +21,12 @@ pytestmark = pytest.mark.edge
 SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
 
 
+def redials(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The waits logged after each lost link ("link lost: ...; next attempt in D s")."""
+    said = [r.getMessage() for r in caplog.records if "link lost" in r.getMessage()]
+    return [line.rsplit("next attempt in ", 1)[1] for line in said]
+
+
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [
         r.getMessage()
@@ -67,6 +73,10 @@ async def test_a_3_s_idle_cut_is_learned_and_the_link_then_stays_up(
     assert "cuts connections idle for ~3" in warning, warning
     assert "set ping_interval below it" in warning
     assert connector.handshakes == 3  # two cut links, then the one that stays
+    # The first cut climbs a rung (0.5 to 1 s); the one that taught the cut is explained,
+    # so its redial is the one after a healthy link: at once.
+    first, second = redials(caplog)
+    assert first != "0 s" and second == "0 s", (first, second)
 
 
 async def test_an_idle_timeout_above_the_ping_interval_cuts_nothing(
@@ -105,3 +115,4 @@ async def test_without_adapting_it_warns_and_keeps_the_interval(
     assert relay.stats.effective_ping_interval == 10.0
     [warning] = warnings_of(caplog)
     assert "idle for ~1.2 s" in warning and "adapt_ping_interval is off" in warning, warning
+    assert all(wait != "0 s" for wait in redials(caplog))  # not adapting: the ladder as ever
