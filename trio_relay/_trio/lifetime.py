@@ -26,6 +26,7 @@ from .._core.event import MessageEvent
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
+from .._core.settings import InboundSettings, RoutesSettings
 from .._core.stats import RelayStats
 from .adapter.plane import bind_relay
 from .inbound.pipeline import (
@@ -79,8 +80,9 @@ async def open_relay(
     stats = RelayStats()
     late = _Late()
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
-    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), late.mint, config)
-    media = RelayMedia(routes_http, config)
+    routes = RoutesSettings.from_config(config)
+    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), late.mint, routes)
+    media = RelayMedia(routes_http, routes)
     # Handlers may take the relay as one more argument (``async def on_message(event,
     # relay)``); decided once, here, from the user's own signature, before any
     # wrapper hides it.
@@ -89,7 +91,7 @@ async def open_relay(
         message_handler = with_media_downloads(message_handler, media)
 
     pipeline = InboundPipeline(
-        config=config,
+        settings=InboundSettings.from_config(config),
         stats=stats,
         on_message=message_handler,
         on_interrupt=bind_relay(on_interrupt, 2, late.get_relay),
