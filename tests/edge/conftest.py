@@ -3,6 +3,7 @@ by its pid when the test ends, and a client TLS context trusting the tier's CA."
 
 from __future__ import annotations
 
+import socket
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,18 @@ def no_machine_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture(scope="session")
+def ipv6_loopback() -> str:
+    """``::1``, or a skip when this machine has no IPv6 loopback (some containers):
+    a property of the machine, not a missing package, so it skips even in CI."""
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as sock:
+            sock.bind(("::1", 0))
+    except OSError as exc:
+        pytest.skip(f"no IPv6 loopback on this machine: {exc}")
+    return "::1"
 
 
 @pytest.fixture(scope="session")

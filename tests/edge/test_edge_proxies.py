@@ -115,9 +115,11 @@ async def test_wss_through_the_proxy_and_a_tls_front(
 
 
 @pytest.mark.parametrize("kind", PROXIES)
-async def test_an_ipv6_proxy_to_an_ipv6_connector(edge: Edge, kind: str) -> None:
-    proxy = edge.proxy(kind, host="::1", credentials=credentials(kind))
-    async with open_connector(host="::1") as connector:
+async def test_an_ipv6_proxy_to_an_ipv6_connector(
+    edge: Edge, ipv6_loopback: str, kind: str
+) -> None:
+    proxy = edge.proxy(kind, host=ipv6_loopback, credentials=credentials(kind))
+    async with open_connector(host=ipv6_loopback) as connector:
         wrong = await first_failed_dial(connector.url, proxy.url(USER, "nope"))
         # The proxy was asked (over IPv6): it refused the credentials.
         cause = wrong.last_dial_failure or ""

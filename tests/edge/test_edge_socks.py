@@ -70,11 +70,11 @@ async def test_wss_through_socks5_and_a_tls_front(
             assert (await relay.request(SEND)).success
 
 
-async def test_an_ipv6_socks5_proxy(edge: Edge) -> None:
-    proxy = edge.proxy("microsocks", host="::1", credentials=CREDENTIALS)
+async def test_an_ipv6_socks5_proxy(edge: Edge, ipv6_loopback: str) -> None:
+    proxy = edge.proxy("microsocks", host=ipv6_loopback, credentials=CREDENTIALS)
     config = quick(proxy=proxy.url(USER, PASSWORD, scheme="socks5"))
     async with (
-        open_connector(host="::1") as connector,
+        open_connector(host=ipv6_loopback) as connector,
         trio_relay.open_relay(connector.url, config=config) as relay,
     ):
         await relay.wait_connected(10)
