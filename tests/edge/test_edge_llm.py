@@ -15,9 +15,9 @@ from contextlib import aclosing
 import openai
 import pytest
 from edge_servers import PROXY_SOURCE, Edge, NginxSettings
-from fake_provider import STALL_AFTER, WORDS, ProviderServer, serve_provider
+from fake_provider import SLOW_PAUSE, STALL_AFTER, WORDS, ProviderServer, serve_provider
 
-from trio_relay import StreamStalled
+from trio_relay import KeepaliveConfig, StreamStalled
 from trio_relay.http import llm_client, stall_timeout
 
 pytestmark = pytest.mark.edge
@@ -36,6 +36,7 @@ def sdk_through_the_edge(
     provider: ProviderServer,
     context: ssl.SSLContext,
     monkeypatch: pytest.MonkeyPatch,
+    keepalive: KeepaliveConfig | None = None,
 ) -> openai.AsyncOpenAI:
     port = int(provider.url.rsplit(":", 1)[1])
     nginx = edge.nginx(NginxSettings(port))
@@ -44,16 +45,18 @@ def sdk_through_the_edge(
     return openai.AsyncOpenAI(
         base_url=f"{nginx.url}/v1",
         api_key="sk-test",
-        http_client=llm_client(verify=context),
+        http_client=llm_client(verify=context, keepalive=keepalive),
         max_retries=0,
     )
 
 
-async def deltas(client: openai.AsyncOpenAI, model: str, received: list[str]) -> None:
+async def deltas(
+    client: openai.AsyncOpenAI, model: str, received: list[str], stall_seconds: float = 1.0
+) -> None:
     stream = await client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "hi"}], stream=True
     )
-    async with aclosing(stall_timeout(stream, 1.0)) as chunks:
+    async with aclosing(stall_timeout(stream, stall_seconds)) as chunks:
         async for chunk in chunks:
             if chunk.choices and chunk.choices[0].delta.content:
                 received.append(chunk.choices[0].delta.content)
@@ -88,3 +91,21 @@ async def test_a_provider_that_stops_mid_stream_is_caught_by_the_guard(
     # What came before the stall got through at once: nothing buffered it.
     assert received == WORDS[:STALL_AFTER]
     assert len(provider.requests) == 1  # the guard failed the stream; nothing retried it
+
+
+async def test_keepalive_does_not_cut_a_pausing_stream_behind_proxy_and_front(
+    edge: Edge,
+    provider: ProviderServer,
+    client_context: ssl.SSLContext,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The system this replaces once lost healthy streams behind reverse proxies to a
+    # keepalive socket option. Here keepalive would call a dead peer after 2 s (1 s idle,
+    # one 1 s probe); the model pauses 2.5 s mid-answer: the probes are answered (by
+    # squid's kernel) and the stream must come through whole.
+    keepalive = KeepaliveConfig(idle=1, interval=1, count=1)
+    received: list[str] = []
+    client = sdk_through_the_edge(edge, provider, client_context, monkeypatch, keepalive)
+    async with client:
+        await deltas(client, "slow", received, stall_seconds=SLOW_PAUSE + 3)
+    assert received == WORDS
