@@ -210,7 +210,7 @@ class Nginx:
             daemon off;
             master_process on;
             worker_processes 1;
-            user root;
+            {"user root;" if os.geteuid() == 0 else ""}
             pid {d}/nginx.pid;
             error_log {d}/nginx-error.log info;
             worker_shutdown_timeout {ms(s.worker_shutdown_timeout)};
@@ -417,8 +417,9 @@ def start_tinyproxy(
     conf.write_text(
         f"Port {port}\n"
         f"Listen {host}\n"
-        "User nobody\nGroup nogroup\n"
-        "Timeout 600\n"
+        # As root it must drop to a user of its own; otherwise it runs as ours.
+        + ("User nobody\nGroup nogroup\n" if os.geteuid() == 0 else "")
+        + "Timeout 600\n"
         "MaxClients 64\n"
         "LogLevel Warning\n" + outgoing(host, "Bind") + auth
     )
