@@ -3,9 +3,11 @@
 ::
 
     open_relay()                    relay nursery
-     ├── supervisor                 dial → serve → ask the lifecycle → wait → dial
-     │    └── connection nursery    reader, writer, timer (see connection/)
-     └── inbound pipeline           handlers, never on the reader (see inbound/)
+     ├── supervisor                 dial → serve (and run the connection's timer)
+     │    │                         → ask the lifecycle → wait → dial
+     │    └── connection nursery    reader; writer only during a burst
+     │                              (see connection/connection.py)
+     └── inbound pipeline           handlers, never on the reader (see inbound/pipeline.py)
 
 The parts are made in order, each given the ones it uses: the token minter, the
 connector's HTTP routes, the acks (where the pipeline's acks leave), the pipeline, the

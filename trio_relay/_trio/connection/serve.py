@@ -26,7 +26,7 @@ from ..link.dial import ProxyRefused, connect
 from ..link.stream import SocketStream
 from ..link.upgrade import upgrade
 from ..link.websocket import STREAM_ERRORS, UpgradeFailed, upgrade_headers
-from .connection import Connection, InboundSink
+from .connection import Connection, ConnectionSettings, InboundSink
 
 logger = logging.getLogger("trio_relay")
 
@@ -105,7 +105,7 @@ async def serve_connection(
             conn = Connection(
                 ws=ws,
                 nursery=nursery,
-                config=config,
+                settings=ConnectionSettings.from_config(config),
                 stats=stats,
                 on_inbound=hooks.on_inbound,
                 on_end=hooks.on_end,
