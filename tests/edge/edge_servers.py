@@ -403,7 +403,12 @@ def start_squid(
         "shutdown_lifetime 0 seconds\n"
         f"coredump_dir {workdir}\n" + outgoing(host, "tcp_outgoing_address") + access
     )
-    process = launch("squid", [binary, "-N", "-f", str(conf)], host, port, workdir)
+    try:
+        process = launch("squid", [binary, "-N", "-f", str(conf)], host, port, workdir)
+    except BaseException:
+        if readable is not None:
+            shutil.rmtree(readable, ignore_errors=True)
+        raise
     return ForwardProxy("squid", host, port, process, credentials, cleanup=readable)
 
 
