@@ -34,7 +34,7 @@ from .connection.connection import Connection
 from .connection.serve import ConnectionHooks
 from .inbound.acks import TrackedAck
 from .inbound.pipeline import InboundPipeline
-from .link.dial import Endpoint
+from .link.dial import Endpoint, dialer_for
 from .routes.media import RelayMedia
 from .state_feed import StateFeed
 from .state_methods import StateMethods
@@ -106,6 +106,7 @@ class Relay(StateMethods, AdapterMethods):
             publish=self._publish,
             endpoint=self._endpoint,
             config=config,
+            dialer=dialer_for(config),
             stats=stats,
             identities=self._identities,
             mint=self._mint,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import trio
 
-from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.config import Dialer, Identity, RelayConfig, UpgradeAuth
 from .._core.lifecycle import Change, Lifecycle, Redial
 from .._core.state import State
 from .._core.stats import RelayStats, counted_task
@@ -52,6 +52,8 @@ class Supervisor:
     publish: Callable[[Change | None], None]
     endpoint: Endpoint
     config: RelayConfig
+    dialer: Dialer
+    """Built once, when the relay opens (``link/dial.py``: ``dialer_for``)."""
     stats: RelayStats
     identities: Sequence[Identity]
     mint: Callable[[], str | None]
@@ -69,6 +71,7 @@ class Supervisor:
                 end = await serve_connection(
                     endpoint=self.endpoint,
                     config=self.config,
+                    dialer=self.dialer,
                     stats=self.stats,
                     identities=self.identities,
                     mint_token=self.mint,
