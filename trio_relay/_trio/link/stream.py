@@ -185,8 +185,11 @@ class TLSStream:
     can go now": the plaintext is encrypted into records *before* the socket is asked,
     so a socket that takes part of them would leave ciphertext that only this stream
     could still write, and nobody would wake it to. Reaching into ``trio.SSLStream``'s
-    SSL object and buffers to do better would tie the relay to its private state; what
-    the slow path costs on TLS is measured in ``benchmarks/RESULTS.md``.
+    SSL object and buffers to do better would tie the relay to its private state.
+    Measured against the relay that never tried a direct write on TLS (loopback, the
+    reference connector in a process of its own, five interleaved rounds on a loaded
+    2-core machine): client CPU per request 399 → 403 µs sequential and 58 → 61 µs at
+    16 requesters (medians), inside the noise.
     """
 
     __slots__ = ("tls", "transport_stream")
