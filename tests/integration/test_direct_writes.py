@@ -185,3 +185,27 @@ async def test_a_relay_over_a_memory_dialer_writes_directly() -> None:
             assert dialer.direct_writes == direct + 1
             assert len(results) == 1
         nursery.cancel_scope.cancel()
+
+
+async def test_a_dialer_returning_a_stream_without_the_interface_is_told_what_it_lacks(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A dialer written for plain Trio streams (no ``send_nowait``, no ``close``): the
+    first dial fails loudly, naming what is missing, instead of a request failing later
+    on an ``AttributeError``."""
+    opened: list[trio.SocketStream] = []
+
+    async def plain_trio(endpoint: object) -> trio.SocketStream:
+        stream = await trio.open_tcp_stream("127.0.0.1", connector.port)
+        opened.append(stream)
+        return stream
+
+    async with open_connector() as connector:
+        with pytest.raises(TypeError, match="lacks send_nowait, close") as info:
+            async with trio_relay.open_relay(
+                connector.url, config=RelayConfig(dialer=plain_trio)  # type: ignore[arg-type]
+            ) as relay:
+                await relay.wait_connected(5)
+        assert "receive_some, send_all, send_nowait" in str(info.value)
+        for stream in opened:
+            await stream.aclose()
