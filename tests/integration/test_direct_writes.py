@@ -112,6 +112,25 @@ async def test_writes_failing_under_a_direct_write_end_the_request_and_the_link(
         assert dialer.direct_writes > direct
 
 
+async def test_a_direct_write_into_a_stalled_link_vanishes_and_the_request_times_out(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    dialer = FaultDialer()
+    config = RelayConfig(dialer=dialer, ping_interval=60, ping_timeout=120)
+    async with open_connector() as connector, trio_relay.open_relay(
+        connector.url, config=config
+    ) as relay:
+        await relay.wait_connected(5)
+        direct = dialer.direct_writes
+        dialer.stall()  # a vanished peer: the stream takes the bytes, nobody gets them
+        outcome = await relay.request(SEND, timeout=1)
+        assert outcome.code == "timeout"
+        assert outcome.ambiguous  # handed to the socket: the connector may have it
+        assert dialer.direct_writes == direct + 1
+        assert connector.outbound == []
+        dialer.resume()
+
+
 # --- the memory stream ---------------------------------------------------------------
 
 
