@@ -153,7 +153,8 @@ class FaultStream(trio.abc.Stream):
         if self._dialer.stalled:
             if frames is not None:
                 frames.feed(bytes(data))
-            self._dialer.direct_writes += 1 if data else 0
+            if data:
+                self._dialer.direct_writes += 1
             return len(data)  # a vanished peer: taken, and gone
         taken = self.inner.send_nowait(data)
         if taken:
