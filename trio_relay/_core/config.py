@@ -19,13 +19,17 @@ from .keepalive import KeepaliveConfig
 from .token import DEFAULT_TOKEN_TTL, check_gateway_id
 from .url import masked_credentials
 
-Dialer = Callable[[Endpoint, "RelayConfig"], Awaitable[ByteStream]]
-"""``async (endpoint, config) -> stream``: open a byte stream to ``endpoint``.
+Dialer = Callable[[Endpoint], Awaitable[ByteStream]]
+"""``async (endpoint) -> stream``: open a byte stream to ``endpoint``.
 
-Raise ``OSError`` (refused, unreachable, TLS failures as ``ssl.SSLError``) or any
-``trio`` stream error for a failed dial; the relay classifies it, logs it in plain
-words and redials. The relay bounds the call with ``config.connect_timeout`` and
-closes the stream when the connection ends."""
+A dialer is built with what it needs (a proxy, a TLS context, socket options); the
+default one is built from the config when the relay opens. The stream it returns has
+the relay's one stream interface (``ByteStream``: ``receive_some``, ``send_all``,
+``send_nowait``, ``close``, ``aclose``), so a test's stream takes the same direct-write
+path as a real socket. Raise ``OSError`` (refused, unreachable, TLS failures as
+``ssl.SSLError``) or any ``trio`` stream error for a failed dial; the relay classifies
+it, logs it in plain words and redials. The relay bounds the call with
+``config.connect_timeout`` and closes the stream when the connection ends."""
 
 
 @dataclass(frozen=True)
@@ -195,9 +199,11 @@ class RelayConfig:
     """Offer permessage-deflate. Off by default: relay frames are small and the CPU and
     per-connection memory (about 64 KiB of zlib state a side) cost more than it saves."""
     dialer: Dialer | None = field(default=None, repr=False, compare=False)
-    """Opens the byte stream for each dial: ``async (endpoint, config) -> stream``
-    (see ``trio_relay._core.endpoint``). ``None`` is the real one: TCP with happy
-    eyeballs and the keepalive options, the proxy, TLS. Tests and the soak pass
+    """Opens the byte stream for each dial: ``async (endpoint) -> stream``, a stream
+    with ``receive_some``, ``send_all``, ``send_nowait`` (write what can be written
+    now, return the count), ``close`` and ``aclose``. ``None`` is the real one, built
+    from this config when the relay opens: TCP with happy eyeballs and the keepalive
+    options, the proxy, TLS with ``ssl_context``. Tests and the soak pass
     ``trio_relay.testing.FaultDialer``/``MemoryDialer`` here to inject faults."""
     adapt_ping_interval: bool = True
     """When two links in a row are cut by the peer without a close frame after the same

@@ -42,7 +42,7 @@ from .connection.connection import Connection
 from .connection.serve import ConnectionHooks
 from .inbound.acks import RelayAcks
 from .inbound.pipeline import InboundPipeline
-from .link.dial import Endpoint
+from .link.dial import Endpoint, dialer_for
 from .routes.media import RelayMedia
 from .state_feed import RelayStates, StateChanges
 from .supervisor import Supervisor
@@ -115,6 +115,7 @@ class Relay:
             publish=self._states.publish,
             endpoint=self._endpoint,
             config=config,
+            dialer=dialer_for(config),
             stats=stats,
             identities=self._identities,
             mint=self._mint,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import trio
 
 from .._core.close import ConnectionEnd
-from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.config import Dialer, Identity, RelayConfig, UpgradeAuth
 from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Change, Lifecycle, Redial
 from .._core.state import State
@@ -55,6 +55,8 @@ class Supervisor:
     publish: Callable[[Change | None], None]
     endpoint: Endpoint
     config: RelayConfig
+    dialer: Dialer
+    """Built once, when the relay opens (``link/dial.py``: ``dialer_for``)."""
     stats: RelayStats
     identities: Sequence[Identity]
     mint: Callable[[], str | None]
@@ -93,6 +95,7 @@ class Supervisor:
                     config=self.config
                     if interval == self.config.ping_interval
                     else replace(self.config, ping_interval=interval),
+                    dialer=self.dialer,
                     stats=self.stats,
                     identities=self.identities,
                     mint_token=self.mint,

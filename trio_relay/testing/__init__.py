@@ -36,7 +36,13 @@ except ImportError as exc:
 
 from ._chats import PromptShown, TranscriptEntry  # noqa: E402
 from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
-from ._dialers import FaultDialer, FaultStream, MemoryDialer  # noqa: E402
+from ._dialers import (  # noqa: E402
+    FaultDialer,
+    FaultStream,
+    MemoryDialer,
+    MemoryStream,
+    memory_stream_pair,
+)
 from ._options import ConnectorOptions, JsonObject, OutboundHandler  # noqa: E402
 from ._probes import live_tasks, open_fds, rss_bytes, trim_heap  # noqa: E402
 from ._protocol import default_descriptor  # noqa: E402
@@ -50,6 +56,7 @@ __all__ = [
     "FrameObserver",
     "JsonObject",
     "MemoryDialer",
+    "MemoryStream",
     "OutboundHandler",
     "PromptShown",
     "ReferenceConnector",
@@ -58,6 +65,7 @@ __all__ = [
     "TranscriptEntry",
     "default_descriptor",
     "live_tasks",
+    "memory_stream_pair",
     "open_connector",
     "open_fds",
     "rss_bytes",

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 import trio
 
 from ..._core.close import AUTH_CLOSE_CODE, ConnectionEnd
-from ..._core.config import Identity, RelayConfig
+from ..._core.config import Dialer, Identity, RelayConfig
 from ..._core.dial_failure import Refusal, describe_error, proxy_refusal
-from ..._core.endpoint import ByteStream, Endpoint
+from ..._core.endpoint import Endpoint
 from ..._core.settings import ConnectionSettings
 from ..._core.stats import RelayStats
-from ..link.dial import ProxyRefused, connect
-from ..link.stream import SocketStream
+from ..link.dial import ProxyRefused
+from ..link.stream import checked
 from ..link.upgrade import upgrade
 from ..link.websocket import STREAM_ERRORS, UpgradeFailed, upgrade_headers
 from .connection import Connection, InboundSink
@@ -55,6 +55,7 @@ async def serve_connection(
     *,
     endpoint: Endpoint,
     config: RelayConfig,
+    dialer: Dialer,
     stats: RelayStats,
     identities: Sequence[Identity],
     mint_token: Callable[[], str | None],
@@ -64,10 +65,9 @@ async def serve_connection(
     network's faults (they come back as the :class:`ConnectionEnd`)."""
     stats.dials += 1
     logger.debug(DIALING, endpoint, stats.dials)
-    dialer = config.dialer or connect
     try:
         with trio.fail_after(config.connect_timeout):
-            stream = await dialer(endpoint, config)
+            stream = checked(await dialer(endpoint))
     except trio.TooSlowError:
         cause = f"connect failed: timed out after {config.connect_timeout:g} s"
         return _dial_failed(endpoint, stats, Refusal(cause))
@@ -122,8 +122,7 @@ async def serve_connection(
             # Connection.end() cancels this nursery, this wait included.
             await conn.wait_ended()
     finally:
-        with trio.CancelScope(shield=True):
-            await _close(stream)
+        stream.close()  # no checkpoint: the redial goes on in this same turn
     return _connection_over(endpoint, conn)
 
 
@@ -144,16 +143,6 @@ async def _watch_descriptors(
             ", ".join(missing),
             config.handshake_timeout,
         )
-
-
-async def _close(stream: ByteStream) -> None:
-    if isinstance(stream, SocketStream):
-        stream.close()  # no checkpoint: the redial goes on in this same turn
-    elif isinstance(stream, trio.abc.AsyncResource):
-        await trio.aclose_forcefully(stream)
-    else:  # pragma: no cover - a dialer's own stream type
-        with trio.move_on_after(0):
-            await stream.aclose()
 
 
 def _connection_over(endpoint: Endpoint, conn: Connection | None) -> ConnectionEnd:
