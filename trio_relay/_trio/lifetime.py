@@ -30,6 +30,7 @@ from .._core.event import MessageEvent
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
+from .._core.settings import InboundSettings, RoutesSettings
 from .._core.stats import RelayStats
 from .adapter.plane import bind_relay
 from .inbound.acks import RelayAcks
@@ -86,8 +87,9 @@ async def open_relay(
     late = _Late()
     mint = token_minter(auth, config.wall_clock)  # a fresh token per dial and per route call
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
-    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, config)
-    media = RelayMedia(routes_http, config)
+    routes = RoutesSettings.from_config(config)
+    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, routes)
+    media = RelayMedia(routes_http, routes)
     # Handlers may take the relay as one more argument (``async def on_message(event,
     # relay)``); decided once, here, from the user's own signature, before any
     # wrapper hides it.
@@ -97,7 +99,7 @@ async def open_relay(
 
     acks = RelayAcks(stats)
     pipeline = InboundPipeline(
-        config=config,
+        settings=InboundSettings.from_config(config),
         stats=stats,
         on_message=message_handler,
         on_interrupt=bind_relay(on_interrupt, 2, late.get_relay),

@@ -33,17 +33,17 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import trio
 
 from ..._core import outcome as _outcome
 from ..._core.close import ConnectionEnd
-from ..._core.config import Identity, RelayConfig
+from ..._core.config import Identity
 from ..._core.descriptor import Descriptor
 from ..._core.frames import InboundFrame, InterruptInbound, PassthroughFrame
 from ..._core.outcome import Outcome
 from ..._core.protocol import AllDescriptors, Event, IdleAcked, LinkUp, RelayProtocol, Request
+from ..._core.settings import ConnectionSettings
 from ..._core.stats import RelayStats
 from ..link.websocket import WebSocket, WebSocketEnded, WriteFailed
 from .outbox import MAX_BATCH_FRAMES, Line, Outbox, Outgoing
@@ -88,29 +88,6 @@ def wake(request: Request) -> None:
         request.handle = None
         if task.custom_sleep_data is request:
             _reschedule(task)
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionSettings:
-    """The part of :class:`~trio_relay.RelayConfig` a connection uses."""
-
-    ping_interval: float
-    ping_timeout: float
-    close_timeout: float
-    max_queued_frames: int
-    max_message_bytes: int
-    max_line_bytes: int
-
-    @classmethod
-    def from_config(cls, config: RelayConfig) -> ConnectionSettings:
-        return cls(
-            ping_interval=config.ping_interval,
-            ping_timeout=config.ping_timeout,
-            close_timeout=config.close_timeout,
-            max_queued_frames=config.max_queued_frames,
-            max_message_bytes=config.max_message_bytes,
-            max_line_bytes=config.max_line_bytes,
-        )
 
 
 class Connection:

@@ -21,12 +21,13 @@ from ..._core.close import AUTH_CLOSE_CODE, ConnectionEnd
 from ..._core.config import Identity, RelayConfig
 from ..._core.dial_failure import Refusal, describe_error, proxy_refusal
 from ..._core.endpoint import ByteStream, Endpoint
+from ..._core.settings import ConnectionSettings
 from ..._core.stats import RelayStats
 from ..link.dial import ProxyRefused, connect
 from ..link.stream import SocketStream
 from ..link.upgrade import upgrade
 from ..link.websocket import STREAM_ERRORS, UpgradeFailed, upgrade_headers
-from .connection import Connection, ConnectionSettings, InboundSink
+from .connection import Connection, InboundSink
 
 logger = logging.getLogger("trio_relay")
 
