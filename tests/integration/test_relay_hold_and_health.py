@@ -174,6 +174,23 @@ async def test_a_hold_placed_before_the_first_dial_holds_it(
         assert watch.dials == [pytest.approx(opened_at + 3)]
 
 
+async def test_leaving_the_block_does_not_wait_for_a_hold(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    watch = Watch()
+    async with open_connector() as connector:
+        async with watch.open_relay(connector.url, config=SLOW_BACKOFF) as relay:
+            await relay.wait_connected(5)
+            await connector.close(1011, "overload")
+            await dropped(watch)
+            relay.hold_redial(50)
+            left_at = trio.current_time()
+        # Under the autojump clock a wait on the hold would show as 50 s gone.
+        assert trio.current_time() - left_at < 1
+        assert relay.state is State.CLOSED
+        assert len(watch.dials) == 1
+
+
 # --- health through every state ------------------------------------------------------
 
 
