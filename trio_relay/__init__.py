@@ -11,6 +11,7 @@ from ._core.descriptor import Descriptor
 from ._core.enrichments import ContextMessage, PromptResponse, ReplyTo
 from ._core.errors import RelayClosed, RelayError, RelayRevoked
 from ._core.event import Media, MessageEvent, Source
+from ._core.health import Health
 from ._core.keepalive import KeepaliveConfig
 from ._core.media import MediaError, MediaTooLarge
 from ._core.outcome import Outcome
@@ -34,6 +35,7 @@ __all__ = [
     "DeadLetter",
     "DedupeStore",
     "Descriptor",
+    "Health",
     "Identity",
     "KeepaliveConfig",
     "Media",

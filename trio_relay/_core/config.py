@@ -80,6 +80,7 @@ class RelayConfig:
       retry within about 50 to 400 ms; everything else waits uniform in [d/2, d], ``d``
       doubling from ``backoff_initial`` to ``backoff_max``.
     - ``dormant_redial_delay``: the first redial after :meth:`Relay.go_dormant`.
+    - ``redial_hold_max``: the cap on a redial hold (:meth:`Relay.hold_redial`).
     - ``drain_timeout``: how long leaving ``open_relay`` waits for in-flight requests.
     - ``close_timeout``: how long the WebSocket closing handshake may take.
     - ``dedupe_size``: the least number of handled keys remembered (the pipeline keeps
@@ -116,6 +117,10 @@ class RelayConfig:
     60 s, which also counted links that never completed a handshake.)"""
     dormant_redial_delay: float = 1.0
     """The first redial after `go_dormant()` (seconds)."""
+    redial_hold_max: float = 60.0
+    """The longest a redial hold (`hold_redial()`, `go_dormant(hold=...)`) lasts, in
+    seconds, whatever it asked for: a lost release must not strand the relay. The relay
+    dials at once when a hold ends."""
     drain_timeout: float = 5.0
     """How long leaving `open_relay` waits for in-flight requests."""
     close_timeout: float = 1.0
@@ -242,6 +247,7 @@ class RelayConfig:
             "media_stall_timeout",
             "route_cache_size",
             "edit_interval",
+            "redial_hold_max",
         )
         for name in positive:
             value = getattr(self, name)

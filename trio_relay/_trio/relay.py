@@ -27,8 +27,9 @@ from .._core.config import Identity, RelayConfig
 from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.errors import InsecureURLError
 from .._core.frames import Interrupt
+from .._core.health import Health, assess
 from .._core.idle_cut import IdleCut
-from .._core.lifecycle import Lifecycle
+from .._core.lifecycle import Lifecycle, RedialHold
 from .._core.outcome import Outcome
 from .._core.prompts import OptionSpec, PromptAnswer
 from .._core.protocol import encode_request
@@ -106,7 +107,11 @@ class Relay:
             stable_after=config.backoff_stable_after,
             rng=config.rng,
         )
-        self._lifecycle = Lifecycle(backoff, dormant_redial_delay=config.dormant_redial_delay)
+        self._lifecycle = Lifecycle(
+            backoff,
+            dormant_redial_delay=config.dormant_redial_delay,
+            redial_hold_max=config.redial_hold_max,
+        )
         self._states = RelayStates(self._lifecycle, self._endpoint, self.url)
         self._mint = mint
         """A fresh bearer token per call: each dial (the HTTP routes share it)."""
@@ -358,16 +363,62 @@ class Relay:
             )
         return False
 
-    async def go_dormant(self, timeout: float = 5.0) -> bool:
+    async def go_dormant(self, timeout: float = 5.0, *, hold: float | None = None) -> bool:
         """Go idle, then close the socket on purpose; the redial stays armed and fires
         after ``config.dormant_redial_delay``. If the connector does not acknowledge
-        within ``timeout``, the connection is kept and false is returned."""
+        within ``timeout``, the connection is kept and false is returned.
+
+        ``hold``: hold the redial for that many seconds in the same step (as
+        :meth:`hold_redial` does, placed before the socket closes, so no dial can slip in
+        between); the relay then dials when the hold ends, instead of after
+        ``dormant_redial_delay``. Nothing is held when false is returned."""
+        if hold is not None:
+            RedialHold.check(hold)  # a bad value raises before anything is sent
         conn = self._conn
         if conn is None or not await self.go_idle(timeout) or not conn.is_open:
             return False
+        if hold is not None:
+            self.hold_redial(hold)
         self._lifecycle.dormant_requested = True
         await conn.close(NORMAL_CLOSE_CODE, "dormant", "went dormant", by_us=True)
         return True
+
+    def hold_redial(self, seconds: float) -> None:
+        """Start no dial for ``seconds`` (at most ``config.redial_hold_max``), for a
+        brokered suspend: the state stays ``DORMANT`` or ``RECONNECTING`` and
+        :meth:`health` says ``"redial held"``. The hold ends at :meth:`release_redial`,
+        at its time or at the cap, whichever is first, and then the relay dials at once
+        (the hold replaces the backoff wait it interrupted). A hold placed while
+        connected holds the redial after the link ends. A new hold replaces the one
+        before (its time counts from now). Raises ``ValueError`` unless ``seconds`` is a
+        positive number."""
+        length = self._lifecycle.hold.hold(seconds, trio.current_time())
+        self.stats.redial_holds += 1
+        logger.info("relay %s: redial held for %.3g s", self._endpoint, length)
+        self._supervisor.hold_changed.notify()
+
+    def release_redial(self) -> None:
+        """End a redial hold now: a relay waiting on it dials at once. Nothing happens
+        without a hold."""
+        if self._lifecycle.hold.release():
+            logger.info("relay %s: redial hold released", self._endpoint)
+            self._supervisor.hold_changed.notify()
+
+    def health(self) -> Health:
+        """The relay's health, for a health endpoint: ``live`` is false only when the
+        relay is ``REVOKED`` or ``CLOSED`` or one of its tasks failed; ``ready`` only
+        when ``CONNECTED``. A dormant, held or reconnecting relay is live and not ready
+        (suspended is not down). ``since`` is when the state last changed (Trio's
+        monotonic clock); ``reason`` says why, in words."""
+        lifecycle = self._lifecycle
+        return assess(
+            lifecycle.state,
+            since=self._states.since,
+            closing=lifecycle.closing,
+            held=lifecycle.hold.active(trio.current_time()),
+            tasks_failed=self.stats.tasks_failed,
+            last_end=lifecycle.last_end,
+        )
 
     # --- connection hooks (called synchronously by the connection) ----------------
 

@@ -154,13 +154,15 @@ class RelayStates:
     one place a change of state is announced.
     """
 
-    __slots__ = ("_endpoint", "_lifecycle", "_url", "feed")  # no __dict__: one per relay
+    __slots__ = ("_endpoint", "_lifecycle", "_url", "feed", "since")  # no __dict__: one per relay
 
     def __init__(self, lifecycle: Lifecycle, endpoint: Endpoint, url: str) -> None:
         self._lifecycle = lifecycle
         self._endpoint = endpoint
         self._url = url
         self.feed = StateFeed(lifecycle.state)
+        self.since = trio.current_time()
+        """When the state last changed (Trio's clock); at first, when the relay was made."""
 
     @property
     def state(self) -> State:
@@ -177,6 +179,7 @@ class RelayStates:
             change.new.value,
             change.cause,
         )
+        self.since = trio.current_time()
         self.feed.publish(change)
 
     def subscribe(self) -> StateChanges:

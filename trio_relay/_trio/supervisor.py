@@ -11,14 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext as _no_shield
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import trio
 
 from .._core.close import ConnectionEnd
 from .._core.config import Dialer, Identity, RelayConfig, UpgradeAuth
 from .._core.idle_cut import IdleCut
-from .._core.lifecycle import Change, Lifecycle, Redial
+from .._core.lifecycle import Change, Lifecycle, Redial, RedialWait
 from .._core.state import State
 from .._core.stats import RelayStats, counted_task
 from .._core.token import mint_token
@@ -47,6 +47,26 @@ TASK_NAME = f"{__name__}.Supervisor.run"
 """The supervisor's task name, made once (trio formats a new string per task otherwise)."""
 
 
+class HoldChanged:
+    """Wakes the redial wait when a redial hold is placed or released, so that it looks
+    at the hold again (:class:`~trio_relay._core.lifecycle.RedialWait` decides)."""
+
+    __slots__ = ("_event",)  # no __dict__: one per relay
+
+    def __init__(self) -> None:
+        self._event: trio.Event | None = None  # made by a waiter: most relays never wait
+
+    def notify(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self) -> None:
+        if self._event is None:
+            self._event = trio.Event()
+        await self._event.wait()
+
+
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False, slots=True)
 class Supervisor:
     """What the redial loop works with; the relay builds it once."""
@@ -62,6 +82,7 @@ class Supervisor:
     mint: Callable[[], str | None]
     hooks: ConnectionHooks
     idle_cut: IdleCut
+    hold_changed: HoldChanged = field(default_factory=HoldChanged)
 
     def link_ended(self, end: ConnectionEnd, silence: float) -> None:
         """A served link ended (the relay's ``on_end`` hook, before :meth:`run` asks the
@@ -86,6 +107,7 @@ class Supervisor:
         # of this task's await chain is held by every idle relay for its whole life).
         with counted_task(self.stats), shield or _no_shield():
             lifecycle = self.lifecycle
+            await self._wait_to_dial(0.0)  # a hold placed before the first dial holds it
             while not lifecycle.closing:
                 interval = self.idle_cut.ping_interval
                 end = await serve_connection(
@@ -118,7 +140,24 @@ class Supervisor:
                     step.note,
                     step.delay,
                 )
-                if step.delay > 0:
-                    await trio.sleep(step.delay)
-                # (No sleep(0) for an immediate redial: the dial itself is a checkpoint.)
+                await self._wait_to_dial(step.delay)
+
+    async def _wait_to_dial(self, delay: float) -> None:
+        """Wait ``delay`` seconds before the next dial, or, once a redial hold is on
+        during the wait, until the hold ends: then dial at once (the hold replaces the
+        rest of the backoff wait). Returns at once, without a checkpoint, when there is
+        nothing to wait for (the dial itself is one)."""
+        wait = RedialWait(trio.current_time() + delay)
+        hold = self.lifecycle.hold
+        while (wake_at := wait.next_wake(trio.current_time(), hold)) is not None:
+            if wait.held:
+                logger.info(
+                    "relay %s: redial held for %.3g s more",
+                    self.endpoint,
+                    wake_at - trio.current_time(),
+                )
+            with trio.move_on_at(wake_at):
+                await self.hold_changed.wait()
+        if wait.held:
+            logger.info("relay %s: redial hold over; dialling now", self.endpoint)
 

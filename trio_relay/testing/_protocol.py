@@ -51,6 +51,16 @@ ANY_PLATFORM = "*"
 __all__ = ["ConnectorProtocol", "JsonObject", "OutboundHandler", "default_descriptor"]
 
 
+_TRUST_FIELDS = frozenset({"is_bot", "message_is_edit", "one_to_one_verified"})
+"""Per-event source fields (docs/protocol.md, "Trust fields"): never templated."""
+
+
+def _template(source: JsonObject) -> JsonObject:
+    """A chat's latest source as the template of the next event: its trust fields left
+    out (they describe that one event)."""
+    return {k: v for k, v in source.items() if k not in _TRUST_FIELDS}
+
+
 def default_descriptor(platform: str) -> JsonObject:
     return {
         "contract_version": 1,
@@ -167,14 +177,27 @@ class ConnectorProtocol:
         platform: str | None = None,
         scope_id: str | None = None,
         gateway_id: str | None = None,
+        is_bot: bool | None = None,
+        message_is_edit: bool | None = None,
+        one_to_one_verified: bool | None = None,
     ) -> str:
         """A user writes ``text`` in ``chat_id``: buffer the inbound event a platform
         would produce (a fresh ``message_id``, the chat's known platform, tenant and
         name); returns its bufferId. The platform defaults to the one the chat is known
-        on, else the first one the gateway said hello for, else ``"relay"``."""
+        on, else the first one the gateway said hello for, else ``"relay"``.
+
+        ``is_bot``, ``message_is_edit``, ``one_to_one_verified``: the source's trust
+        fields, sent when given (``None``: left out, as an older connector does); they
+        belong to this event only, never carried over from the chat's earlier ones."""
         chat = self.chats.chat(chat_id)
         gateway = gateway_id or chat.gateway_id or self._latest_gateway()
-        source: JsonObject = {**chat.source, "chat_id": chat_id, "user_id": user}
+        source: JsonObject = {**_template(chat.source), "chat_id": chat_id, "user_id": user}
+        trust = {
+            "is_bot": is_bot,
+            "message_is_edit": message_is_edit,
+            "one_to_one_verified": one_to_one_verified,
+        }
+        source.update({k: v for k, v in trust.items() if v is not None})
         source["platform"] = platform or chat.platform or self._first_platform(gateway)
         source.setdefault("chat_type", "dm")
         source["user_name"] = user_name or user
@@ -204,7 +227,7 @@ class ConnectorProtocol:
             raise LookupError(f"no prompt {prompt_id!r} was sent (known: {known})")
         label = shown.label(option_id)
         chat = self.chats.chat(shown.chat_id)
-        source: JsonObject = {**chat.source, "chat_id": shown.chat_id, "user_id": user}
+        source: JsonObject = {**_template(chat.source), "chat_id": shown.chat_id, "user_id": user}
         source["platform"] = shown.platform or chat.platform or "relay"
         source["user_name"] = user_name or user
         response: JsonObject = {"prompt_id": prompt_id, "option_id": option_id, "label": label}

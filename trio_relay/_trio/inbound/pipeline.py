@@ -56,7 +56,7 @@ from ..._core.backlog import LIVE_OVERFLOW_FACTOR
 from ..._core.dedupe import DedupeSet, dedupe_window
 from ..._core.dedupe_store import MemoryDedupeStore
 from ..._core.delivery import DeadLetter, Delivery, decode_delivery
-from ..._core.event import MessageEvent
+from ..._core.event import MessageEvent, rejected_trust_fields
 from ..._core.frames import InboundFrame, InterruptInbound, PassthroughFrame
 from ..._core.handlers import (
     DeadLetterHandler,
@@ -217,6 +217,14 @@ class InboundPipeline:
                 "inbound: cannot decode %s (bufferId=%s): %s",
                 delivery.kind, delivery.buffer_id, delivery.decode_error,
             )
+        elif isinstance(delivery.payload, MessageEvent):
+            bad = rejected_trust_fields(delivery.payload.source.raw)
+            if bad:  # bad input, not a bad message: it is delivered, the fields unknown
+                self._stats.trust_fields_rejected += len(bad)
+                logger.warning(
+                    "inbound: %s: source %s not a JSON boolean; read as None (unknown)",
+                    delivery.label, ", ".join(bad),
+                )
         if not self._keys.claim(delivery):
             return
         if isinstance(delivery.payload, MessageEvent) and self._intercepted(delivery.payload):
