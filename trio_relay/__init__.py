@@ -21,6 +21,7 @@ from ._core.routes import Route, RouteTable
 from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.adapter.streaming import StreamReply
+from ._trio.adapter.task_cards import TaskCard, TaskChunk
 from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
@@ -61,6 +62,8 @@ __all__ = [
     "State",
     "StreamReply",
     "StreamStalled",
+    "TaskCard",
+    "TaskChunk",
     "UpgradeAuth",
     "open_relay",
 ]

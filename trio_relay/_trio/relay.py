@@ -76,7 +76,7 @@ class Relay(StateMethods, AdapterMethods):
         self._config = config
         self._pipeline = pipeline
         self._last_ack: TrackedAck | None = None
-        self._adapter = AdapterPlane(config, self._bot_ids)
+        self._adapter = AdapterPlane(config, self._bot_ids, self)
         self.routes = self._adapter.routes
         """Per-chat routing metadata learned from inbound; ``routes.prime(source)``
         seeds a chat before its first inbound (a cold start)."""
@@ -142,9 +142,14 @@ class Relay(StateMethods, AdapterMethods):
         request fails at once, unless ``wait_connected`` is true: then it waits for the
         next connection within the same timeout.
         """
-        routed = self._adapter.route(action, platform)  # fills the chat's routing metadata
+        # Fills the chat's routing metadata, strips unrendered format hints, refuses a
+        # draft after its seal.
+        routed = self._adapter.route(action, platform)
         bot_id = None
         if routed is not None:
+            if routed.refused is not None:
+                self.stats.requests[_outcome_label(routed.refused)] += 1
+                return routed.refused
             action, platform, bot_id = routed.action, routed.platform, routed.bot_id
         request_id, line, op = self._encode_request(action, platform, bot_id)
         timeout = self._config.request_timeout if timeout is None else timeout

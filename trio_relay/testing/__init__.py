@@ -39,7 +39,7 @@ from ._connector import ReferenceConnector, open_connector, serve_connector  # n
 from ._dialers import FaultDialer, FaultStream, MemoryDialer  # noqa: E402
 from ._options import ConnectorOptions, JsonObject, OutboundHandler  # noqa: E402
 from ._probes import live_tasks, open_fds, rss_bytes, trim_heap  # noqa: E402
-from ._protocol import default_descriptor  # noqa: E402
+from ._protocol import default_descriptor, live_descriptor  # noqa: E402
 from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa: E402
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "SessionObserver",
     "TranscriptEntry",
     "default_descriptor",
+    "live_descriptor",
     "live_tasks",
     "open_connector",
     "open_fds",

@@ -1,5 +1,6 @@
 """The adapter plane of a relay: routes learned from inbound and filled into
-outbound, text sent in pieces that fit, handlers that get the relay.
+outbound, format hints kept only where the platform renders them, drafts never sent
+after their seal, text sent in pieces that fit, handlers that get the relay.
 
 :class:`AdapterPlane` is what :class:`~trio_relay._trio.relay.Relay` delegates to; it
 plugs into the inbound pipeline twice: routes are recorded by a pre-handler step (in
@@ -15,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..._core import outcome as _outcome
 from ..._core.config import RelayConfig
 from ..._core.descriptor import Descriptor
 from ..._core.event import MessageEvent, normalize_platform
@@ -25,27 +27,80 @@ from .prompts import PromptBroker
 if TYPE_CHECKING:
     from .port import RelayPort
 
-__all__ = ["AdapterPlane", "Routed", "bind_relay"]
+__all__ = ["AdapterPlane", "Routed", "SealedDrafts", "bind_relay"]
 
 logger = logging.getLogger("trio_relay")
 
 
+FORMAT_HINTS = "format_hints"
+"""The ``metadata`` key of the hints that ask a connector to render blocks."""
+
+SEALED_DRAFTS = 4096
+"""Sealed draft ids remembered per relay (the oldest is forgotten first): far more than
+the replies a relay streams at once, and a straggler comes right after its seal."""
+
+
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """An action after routing, and the envelope fields it travels with."""
+    """An action after routing, and the envelope fields it travels with; ``refused``
+    is the outcome of an action that must not be sent at all."""
 
     action: Mapping[str, Any]
     platform: str | None
     bot_id: str | None
+    refused: Outcome | None = None
+
+
+class SealedDrafts:
+    """The ``draft_id`` of every seal (a ``draft`` with ``final: true``) this relay
+    sent, so that a draft for it afterwards (a straggler) is never sent: the connector
+    ignores drafts after the seal (docs/protocol.md, "Live cards"). A repeated seal is
+    not a straggler: the connector answers it with the same message (idempotent)."""
+
+    __slots__ = ("_ids",)
+
+    def __init__(self) -> None:
+        self._ids: dict[int, bool] = {}  # draft id -> a straggler was already logged
+
+    def __bool__(self) -> bool:
+        return bool(self._ids)
+
+    def __contains__(self, draft_id: object) -> bool:
+        return draft_id in self._ids
+
+    def seal(self, draft_id: int) -> None:
+        if draft_id not in self._ids:
+            self._ids[draft_id] = False
+            if len(self._ids) > SEALED_DRAFTS:
+                self._ids.pop(next(iter(self._ids)))
+
+    def straggler(self, draft_id: int, chat_id: object) -> Outcome:
+        """The outcome of a draft for a sealed id; the first one is logged."""
+        if not self._ids[draft_id]:
+            self._ids[draft_id] = True
+            logger.warning(
+                "a draft for %s (draft_id %d) came after its seal and was not sent: the "
+                "reply was already final (a write after the stream ended?)",
+                chat_id,
+                draft_id,
+            )
+        return _outcome.draft_sealed(draft_id)
 
 
 class AdapterPlane:
-    __slots__ = ("_bot_ids", "prompts", "routes")  # no __dict__: one per relay
+    # No __dict__: one per relay.
+    __slots__ = ("_bot_ids", "_hints_stripped", "_port", "prompts", "routes", "sealed")
 
-    def __init__(self, config: RelayConfig, bot_ids: Mapping[str, str]) -> None:
+    def __init__(
+        self, config: RelayConfig, bot_ids: Mapping[str, str], port: RelayPort | None = None
+    ) -> None:
         self.routes = RouteTable(config.route_cache_size, bot_ids)
         self._bot_ids = bot_ids  # (the relay's own mapping: no copy per relay)
+        self._port = port
+        """The relay, for the descriptors (format hints); without it hints pass as given."""
         self.prompts = PromptBroker()
+        self.sealed = SealedDrafts()
+        self._hints_stripped: set[str] = set()  # platforms already logged
 
     # --- inbound ---------------------------------------------------------------------
 
@@ -61,19 +116,79 @@ class AdapterPlane:
     # --- outbound --------------------------------------------------------------------
 
     def route(self, action: Mapping[str, Any], platform: str | None) -> Routed | None:
-        """Fill the chat's routing metadata into ``action`` and name its platform;
-        ``None`` when there is nothing to change (the common case is kept cheap: every
-        request passes here).
+        """Fill the chat's routing metadata into ``action`` and name its platform,
+        strip format hints the platform would not render, and refuse a draft after its
+        seal; ``None`` when there is nothing to change (the common case is kept cheap:
+        every request passes here).
 
-        Only for an action with a string ``chat_id`` whose chat has a route, and only
-        when the caller named no platform or the route's own: a chat id is only unique
-        within its platform."""
-        if not self.routes:
-            return None
+        Routing applies only to an action with a string ``chat_id`` whose chat has a
+        route, and only when the caller named no platform or the route's own: a chat id
+        is only unique within its platform."""
         try:
-            chat_id = action.get("chat_id")
+            op = action.get("op")
+            metadata = action.get("metadata")
         except AttributeError:  # not a mapping: request() says so
             return None
+        if op == "draft":
+            refused = self._check_draft(action)
+            if refused is not None:
+                return Routed(action, platform, None, refused)
+        routed = self._route(action, platform)
+        if type(metadata) is dict and FORMAT_HINTS in metadata:
+            return self._format_hints(action, platform, routed)
+        return routed
+
+    def _check_draft(self, action: Mapping[str, Any]) -> Outcome | None:
+        draft_id = action.get("draft_id")
+        if type(draft_id) is not int:
+            return None  # malformed: the connector says what is wrong with it
+        if action.get("final") is True:
+            self.sealed.seal(draft_id)
+        elif self.sealed and draft_id in self.sealed:
+            return self.sealed.straggler(draft_id, action.get("chat_id"))
+        return None
+
+    def _format_hints(
+        self, action: Mapping[str, Any], platform: str | None, routed: Routed | None
+    ) -> Routed | None:
+        """Keep ``metadata.format_hints`` only for a platform whose descriptor has
+        ``supports_block_formatting`` (docs/protocol.md, "Format hints")."""
+        port = self._port
+        if port is None:
+            return routed
+        target = routed.platform if routed is not None else platform
+        chat_id = action.get("chat_id")
+        if target is not None:
+            descriptor = descriptor_of_platform(port, target)
+        elif type(chat_id) is str:
+            descriptor = descriptor_for(port, chat_id)
+        else:
+            descriptor = descriptor_of_platform(port, port.default_platform)
+        if descriptor is not None and descriptor.supports_block_formatting:
+            return routed
+        name = descriptor.platform if descriptor is not None else (target or "?")
+        if name not in self._hints_stripped:
+            self._hints_stripped.add(name)
+            logger.debug(
+                "format hints stripped for platform %r: its descriptor does not have "
+                "supports_block_formatting (logged once per platform)",
+                name,
+            )
+        current = routed.action if routed is not None else action
+        stripped = dict(current)
+        metadata = {k: v for k, v in current["metadata"].items() if k != FORMAT_HINTS}
+        if metadata:
+            stripped["metadata"] = metadata
+        else:
+            del stripped["metadata"]  # as if no hints were given: the same bytes
+        if routed is None:
+            return Routed(stripped, platform, None)
+        return Routed(stripped, routed.platform, routed.bot_id)
+
+    def _route(self, action: Mapping[str, Any], platform: str | None) -> Routed | None:
+        if not self.routes:
+            return None
+        chat_id = action.get("chat_id")
         route = self.routes.get(chat_id) if type(chat_id) is str else None
         if route is None:
             return None
@@ -93,25 +208,49 @@ class AdapterPlane:
         return None if route is None else route.platform
 
 
+def descriptor_of_platform(relay: RelayPort, platform: str | None) -> Descriptor | None:
+    """The descriptor of ``platform`` (spelled any way), or ``None``."""
+    if platform is None:
+        return None
+    descriptor = relay.descriptors.get(platform)
+    if descriptor is not None:
+        return descriptor
+    for name, candidate in relay.descriptors.items():
+        if normalize_platform(name) == normalize_platform(platform):
+            return candidate
+    return None
+
+
 def descriptor_for(relay: RelayPort, chat_id: str) -> Descriptor | None:
     """The descriptor of the platform ``chat_id`` lives on, as its inbound said; the
     default platform's for a chat never heard from; ``None`` before any descriptor."""
     route = relay.routes.get(chat_id)
     platform = None if route is None else route.platform
-    if platform is not None:
-        descriptor = relay.descriptors.get(platform)
-        if descriptor is not None:
-            return descriptor
-        for name, candidate in relay.descriptors.items():
-            if normalize_platform(name) == normalize_platform(platform):
-                return candidate
+    descriptor = descriptor_of_platform(relay, platform)
+    if descriptor is not None:
+        return descriptor
     if relay.default_platform is None:
         return None
     return relay.descriptors.get(relay.default_platform)
 
 
+def with_format_hints(action: dict[str, Any], hints: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``action`` with ``metadata.format_hints`` set to ``hints`` (as given) when there
+    are any; :meth:`AdapterPlane.route` strips them again for a platform that would
+    not render them."""
+    if hints is not None:
+        action["metadata"] = {**action.get("metadata", {}), FORMAT_HINTS: dict(hints)}
+    return action
+
+
 async def send_text(
-    relay: RelayPort, chat_id: str, text: str, *, reply_to: str | None = None
+    relay: RelayPort,
+    chat_id: str,
+    text: str,
+    *,
+    reply_to: str | None = None,
+    format_hints: Mapping[str, Any] | None = None,
+    wait_connected: bool = False,
 ) -> list[Outcome]:
     """See :meth:`Relay.send_text`."""
     descriptor = descriptor_for(relay, chat_id)
@@ -121,7 +260,8 @@ async def send_text(
         action: dict[str, Any] = {"op": "send", "chat_id": chat_id, "content": piece}
         if reply_to is not None and index == 0:
             action["reply_to"] = reply_to
-        outcome = await relay.request(action)
+        with_format_hints(action, format_hints)
+        outcome = await relay.request(action, wait_connected=wait_connected)
         outcomes.append(outcome)
         if not outcome.success:
             # Later pieces would read as a reply with a hole in it; and after an
