@@ -247,12 +247,10 @@ async def test_a_preview_platform_ends_with_an_ordinary_send_split_like_send_tex
     ):
         await reply.write("one two ")
         await trio.sleep(1)
-        await reply.write("three four")
-        await trio.sleep(1)
+        await reply.write("three four")  # the block ends: the final send, in pieces
     ops = [(a["op"], a.get("content"), a.get("final")) for a in wire.ops()]
     assert ops == [
         ("draft", "one two", False),
-        ("draft", "one two three four", False),
         ("send", "one two", None),
         ("send", "three four", None),
     ]
@@ -305,3 +303,25 @@ async def test_without_the_capability_the_reply_is_sent_and_edited(
     ]
     assert reply.draft_id is None and not reply.live
     assert reply.outcome is not None and reply.outcome.success
+
+
+async def test_a_reply_that_outgrows_one_message_goes_on_in_new_messages(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    descriptor = {**live_descriptor(), "max_message_length": 12}
+    async with live_relay("slack", descriptor) as (connector, relay, wire):
+        async with relay.stream_reply("C1") as reply:
+            await reply.write("one two ")
+            await trio.sleep(1)
+            await reply.write("three four five")  # the whole text no longer fits
+            await trio.sleep(1)
+            await reply.write(" six")
+    ops = [(a["op"], a.get("content"), a.get("final")) for a in wire.ops()]
+    assert ops == [
+        ("draft", "one two", False),
+        ("draft", "one two", True),  # sealed as far as it showed
+        ("send", "three four", None),
+        ("send", "five", None),
+        ("edit", "five six", None),
+    ]
+    assert len(reply.message_ids) == 3 and not reply.live and reply.failed is None

@@ -223,6 +223,9 @@ class StreamReply:
         content = self._segment.strip()
         if not content or content == self._drafted:
             return
+        if self._units(content) > self._limit:
+            await self._fall_back("the reply outgrew max_message_length")
+            return
         outcome = await self._relay.request(self._draft_action(content, final=False))
         self.outcomes.append(outcome)
         self._last_draft = trio.current_time()
@@ -234,16 +237,18 @@ class StreamReply:
             # It may show; the next draft carries the whole text either way.
             self._drafted = content
         elif outcome.code not in _RETRYABLE:
-            await self._fall_back(outcome)
+            await self._fall_back(f"a draft was refused ({outcome.error})")
         # A gateway-side failure sent nothing: the next flush tries again.
 
-    async def _fall_back(self, refusal: Outcome, *, seal_shown: bool = True) -> None:
-        """The connector refused a draft: go on with send and edits, starting after
+    async def _fall_back(self, why: str, *, seal_shown: bool = True) -> None:
+        """The live card cannot carry the reply (the connector refused a draft, or the
+        text no longer fits one message): go on with send and edits, starting after
         what the stream already shows (sealed first, where it is the message)."""
-        logger.warning(
-            "stream_reply to %s: a draft was refused (%s); going on with send and edits",
+        logger.log(
+            logging.INFO if why.startswith("the reply outgrew") else logging.WARNING,
+            "stream_reply to %s: %s; going on with send and edits",
             self.chat_id,
-            refusal.error,
+            why,
         )
         self.live = False
         start = 0
@@ -266,6 +271,10 @@ class StreamReply:
             return
         if not content:
             return
+        if self._units(content) > self._limit:
+            # Sealed as far as it showed; the rest in new messages that fit.
+            await self._fall_back("the reply outgrew max_message_length")
+            return
         outcome = await self._seal(content)
         if outcome.success or outcome.ambiguous:
             return
@@ -275,7 +284,7 @@ class StreamReply:
             return
         # Refused: what the stream shows stays (the platform seals it); the rest goes
         # out as new messages.
-        await self._fall_back(outcome, seal_shown=False)
+        await self._fall_back(f"the seal was refused ({outcome.error})", seal_shown=False)
 
     async def _send_final(self, content: str) -> None:
         # Split as send_text does; it stops at the first piece that fails.
