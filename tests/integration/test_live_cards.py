@@ -309,13 +309,15 @@ async def test_a_reply_that_outgrows_one_message_goes_on_in_new_messages(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     descriptor = {**live_descriptor(), "max_message_length": 12}
-    async with live_relay("slack", descriptor) as (connector, relay, wire):
-        async with relay.stream_reply("C1") as reply:
-            await reply.write("one two ")
-            await trio.sleep(1)
-            await reply.write("three four five")  # the whole text no longer fits
-            await trio.sleep(1)
-            await reply.write(" six")
+    async with (
+        live_relay("slack", descriptor) as (_connector, relay, wire),
+        relay.stream_reply("C1") as reply,
+    ):
+        await reply.write("one two ")
+        await trio.sleep(1)
+        await reply.write("three four five")  # the whole text no longer fits
+        await trio.sleep(1)
+        await reply.write(" six")
     ops = [(a["op"], a.get("content"), a.get("final")) for a in wire.ops()]
     assert ops == [
         ("draft", "one two", False),
