@@ -126,6 +126,7 @@ async def test_a_draft_after_the_seal_is_never_sent_and_the_first_is_logged(
         stragglers = [await relay.request(late), await relay.request(late)]
         assert len(wire.actions) == sent  # neither left the gateway
         assert all(o.code == "draft_sealed" and not o.ambiguous for o in stragglers)
+        assert relay.stats.requests["draft_sealed"] == 2
         # A repeated seal is not a straggler: it goes, and names the same message.
         again = await relay.request({**late, "content": "Done.", "final": True})
         assert again.success and again.result["message_id"] == reply.message_ids[0]
