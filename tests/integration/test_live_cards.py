@@ -328,3 +328,27 @@ async def test_a_reply_that_outgrows_one_message_goes_on_in_new_messages(
         ("edit", "five six", None),
     ]
     assert len(reply.message_ids) == 3 and not reply.live and reply.failed is None
+
+
+async def test_a_seal_lost_with_its_connection_is_sent_again_on_the_next_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with live_relay("slack", live_descriptor()) as (connector, relay, _wire):
+        connector.lose_results(1, where=is_seal)
+
+        async def reset_after_the_seal() -> None:
+            await connector.wait_until(lambda: any(is_seal(f.action) for f in connector.outbound))
+            await connector.abort()  # carried out, never answered: connection_lost
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reset_after_the_seal)
+            async with relay.stream_reply("C1") as reply:
+                await reply.write("Survives")
+                await trio.sleep(1)
+    seals = [f for f in connector.outbound if is_seal(f.action)]
+    assert len(seals) == 2 and seals[0].action == seals[1].action
+    assert [o.code for o in reply.outcomes[-2:]] == ["connection_lost", None]
+    assert reply.outcome is not None and reply.outcome.success
+    assert len(connector.sessions) == 2  # the repeat went on the new connection
+    assert card_kinds(connector) == ["draft", "seal"]
+    assert reply.message_ids == [connector.transcript("C1")[-1].message_id]
