@@ -28,6 +28,7 @@ from trio_relay._core.frames import (
     PassthroughFrame,
 )
 from trio_relay._core.passthrough import PassthroughForward
+from trio_relay._core.settings import InboundSettings
 from trio_relay._core.stats import RelayStats
 from trio_relay._trio.inbound.pipeline import DeadLetter, InboundPipeline
 
@@ -172,7 +173,8 @@ async def running(
         return h.send_ack(buffer_id, on_written)
 
     pipeline = InboundPipeline(
-        config=RelayConfig(**config), stats=stats, on_message=on_message,
+        settings=InboundSettings.from_config(RelayConfig(**config)),
+        stats=stats, on_message=on_message,
         on_interrupt=on_interrupt, on_passthrough=on_passthrough,
         on_dead_letter=on_dead_letter, send_ack=send_ack,
     )

@@ -25,6 +25,7 @@ from ._trio.adapter.task_cards import TaskCard, TaskChunk, TaskStatus
 from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
+from ._trio.state_feed import StateChanges
 from ._trio.stores.redis import RedisDedupeStore
 from ._trio.stores.sqlite import SqliteDedupeStore
 from .http._stall import StreamStalled
@@ -60,6 +61,7 @@ __all__ = [
     "Source",
     "SqliteDedupeStore",
     "State",
+    "StateChanges",
     "StreamReply",
     "StreamStalled",
     "TaskCard",

@@ -3,9 +3,11 @@
 ::
 
     open_relay()                    relay nursery
-     ├── supervisor                 dial → serve → ask the lifecycle → wait → dial
-     │    └── connection nursery    reader, writer, pinger (see connection.py)
-     └── inbound pipeline           handlers, never on the reader (see inbound.py)
+     ├── supervisor                 dial → serve (and run the connection's timer)
+     │    │                         → ask the lifecycle → wait → dial
+     │    └── connection nursery    reader; writer only during a burst
+     │                              (see connection/connection.py)
+     └── inbound pipeline           handlers, never on the reader (see inbound/pipeline.py)
 
 Leaving the ``async with`` block stops new requests, drains in-flight ones for at most
 ``drain_timeout``, closes the socket with 1000 and cancels the rest, so no task outlives
@@ -24,6 +26,7 @@ from .._core.event import MessageEvent
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
+from .._core.settings import InboundSettings, RoutesSettings
 from .._core.stats import RelayStats
 from .adapter.plane import bind_relay
 from .inbound.pipeline import (
@@ -77,8 +80,9 @@ async def open_relay(
     stats = RelayStats()
     late = _Late()
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
-    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), late.mint, config)
-    media = RelayMedia(routes_http, config)
+    routes = RoutesSettings.from_config(config)
+    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), late.mint, routes)
+    media = RelayMedia(routes_http, routes)
     # Handlers may take the relay as one more argument (``async def on_message(event,
     # relay)``); decided once, here, from the user's own signature, before any
     # wrapper hides it.
@@ -87,7 +91,7 @@ async def open_relay(
         message_handler = with_media_downloads(message_handler, media)
 
     pipeline = InboundPipeline(
-        config=config,
+        settings=InboundSettings.from_config(config),
         stats=stats,
         on_message=message_handler,
         on_interrupt=bind_relay(on_interrupt, 2, late.get_relay),

@@ -24,6 +24,7 @@ from .._core.errors import InsecureURLError
 from .._core.frames import Interrupt
 from .._core.lifecycle import Lifecycle
 from .._core.outcome import Outcome
+from .._core.protocol import encode_request
 from .._core.request_ids import RequestIds
 from .._core.state import State
 from .._core.stats import RelayStats
@@ -173,32 +174,18 @@ class Relay(StateMethods, AdapterMethods):
     def _encode_request(
         self, action: Mapping[str, Any], platform: str | None, routed_bot_id: str | None = None
     ) -> tuple[str, bytes, str]:
-        # (A dict first: isinstance against the Mapping ABC is the slow path.)
-        if (type(action) is not dict and not isinstance(action, Mapping)) or not isinstance(
-            action.get("op"), str
-        ):
-            raise TypeError("action must be a mapping with a string 'op', e.g. {'op': 'send', ...}")
         if platform is not None and platform not in self._bot_ids:
             raise ValueError(
                 f"no identity for platform {platform!r}; configured: {sorted(self._bot_ids)}"
             )
-        request_id = self._request_ids.next()
-        frame: dict[str, Any] = {"type": "outbound", "requestId": request_id, "action": action}
-        if platform is not None:
-            frame["platform"] = platform
-            bot_id = routed_bot_id or self._bot_ids[platform]
-            if bot_id:
-                frame["botId"] = bot_id
-        try:
-            line = encode_wire(frame)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"action is not JSON-serialisable: {exc}") from None
-        size = len(line)
-        if size > self._config.max_message_bytes:
-            raise ValueError(
-                f"action encodes to {size} bytes, over max_message_bytes "
-                f"({self._config.max_message_bytes}); split it or raise the limit"
-            )
+        bot_id = None if platform is None else routed_bot_id or self._bot_ids[platform]
+        request_id, line = encode_request(
+            self._request_ids,
+            action,
+            platform=platform,
+            bot_id=bot_id,
+            max_message_bytes=self._config.max_message_bytes,
+        )
         return request_id, line, str(action["op"])
 
     def _ready(self, op: str, platform: str | None) -> Connection | Outcome | None:

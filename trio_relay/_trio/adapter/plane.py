@@ -10,7 +10,6 @@ submit (see :mod:`~trio_relay._trio.adapter.prompts` for why that one cannot wai
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from ..._core import outcome as _outcome
 from ..._core.config import RelayConfig
 from ..._core.descriptor import Descriptor
 from ..._core.event import MessageEvent, normalize_platform
+from ..._core.handler_signature import takes_extra_argument
 from ..._core.outcome import Outcome
 from ..._core.routes import RouteTable, routed_action
 from .prompts import PromptBroker
@@ -283,7 +283,7 @@ def bind_relay(
     """``handler`` as the pipeline calls it (``arity`` arguments), passing the relay as
     one more argument when the handler takes it (``async def on_message(event,
     relay)``). Decided once, here, from the signature: never by trial and error."""
-    if handler is None or not _takes_extra(handler, arity):
+    if handler is None or not takes_extra_argument(handler, arity):
         return handler
     bound = handler
 
@@ -291,17 +291,3 @@ def bind_relay(
         await bound(*args, get_relay())
 
     return with_relay
-
-
-def _takes_extra(handler: Callable[..., Any], arity: int) -> bool:
-    try:
-        parameters = inspect.signature(handler).parameters.values()
-    except (TypeError, ValueError):  # a builtin or C callable: the plain form
-        return False
-    positional = 0
-    for parameter in parameters:
-        if parameter.kind is parameter.VAR_POSITIONAL:
-            return False  # *args takes anything: keep the documented plain form
-        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            positional += 1
-    return positional > arity
