@@ -352,3 +352,49 @@ async def test_a_seal_lost_with_its_connection_is_sent_again_on_the_next_one(
     assert len(connector.sessions) == 2  # the repeat went on the new connection
     assert card_kinds(connector) == ["draft", "seal"]
     assert reply.message_ids == [connector.transcript("C1")[-1].message_id]
+
+
+async def test_a_refused_seal_sends_only_what_the_stream_did_not_show(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with (
+        live_relay("slack", live_descriptor()) as (connector, relay, wire),
+        relay.stream_reply("C1") as reply,
+    ):
+        await reply.write("Hello.")
+        await trio.sleep(1)  # accepted: on screen
+        connector.refuse_actions("draft", 1)  # the seal will be refused
+        await reply.write(" More")
+    ops = [(a["op"], a.get("content"), a.get("final")) for a in wire.ops()]
+    assert ops == [
+        ("draft", "Hello.", False),
+        ("draft", "Hello. More", True),  # refused
+        ("send", "More", None),  # the stream keeps showing "Hello."
+    ]
+    assert reply.outcome is not None and reply.outcome.success and not reply.live
+    assert [e.kind for e in connector.transcript("C1") if e.kind != "typing"] == [
+        "draft",
+        "send",
+    ]
+
+
+async def test_an_ambiguous_draft_needs_nothing_the_seal_has_the_whole_text(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    config = RelayConfig(request_timeout=2)
+    async with live_relay("slack", live_descriptor(), config=config) as (connector, relay, wire):
+        connector.lose_results(1, where=lambda a: a.get("final") is False)
+        async with relay.stream_reply("C1") as reply:
+            await reply.write("Lost draft")  # its result never comes: ambiguous at 2.0
+            await trio.sleep(3)
+            await reply.write(", then more")
+            await trio.sleep(1)
+    drafts = [(t, a["content"], a["final"]) for t, a in wire.timed("draft")]
+    assert drafts == [
+        (0.0, "Lost draft", False),
+        (3.0, "Lost draft, then more", False),
+        (4.0, "Lost draft, then more", True),
+    ]
+    assert reply.outcomes[0].ambiguous and reply.live
+    assert reply.outcome is not None and reply.outcome.success
+    assert not wire.ops("send", "edit")
