@@ -169,14 +169,15 @@ async def running(
     **config: Any,
 ) -> AsyncIterator[Harness]:
     stats = RelayStats()
-    def send_ack(buffer_id: str, on_written: Callable[[], None]) -> bool:
-        return h.send_ack(buffer_id, on_written)
+    class Acks:  # the pipeline's AckSender: the harness below, made after the pipeline
+        def send_ack(self, buffer_id: str, on_written: Callable[[], None]) -> bool:
+            return h.send_ack(buffer_id, on_written)
 
     pipeline = InboundPipeline(
         settings=InboundSettings.from_config(RelayConfig(**config)),
         stats=stats, on_message=on_message,
         on_interrupt=on_interrupt, on_passthrough=on_passthrough,
-        on_dead_letter=on_dead_letter, send_ack=send_ack,
+        on_dead_letter=on_dead_letter, acks=Acks(),
     )
     h = Harness(pipeline=pipeline, stats=stats)
     async with trio.open_nursery() as nursery:

@@ -1,17 +1,23 @@
 """The adapter plane of a relay: routes learned from inbound and filled into
 outbound, format hints kept only where the platform renders them, drafts never sent
-after their seal, text sent in pieces that fit, handlers that get the relay.
+after their seal, text sent in pieces that fit, streaming replies, task cards, prompts,
+typing, and handlers that get the relay.
 
-:class:`AdapterPlane` is what :class:`~trio_relay._trio.relay.Relay` delegates to; it
-plugs into the inbound pipeline twice: routes are recorded by a pre-handler step (in
-the message's lane, before ``on_message``), prompt answers are taken by an intercept at
-submit (see :mod:`~trio_relay._trio.adapter.prompts` for why that one cannot wait for the lane).
+:class:`AdapterPlane` is what :class:`~trio_relay._trio.relay.Relay` delegates to: each
+of the relay's adapter methods (``send_text``, ``stream_reply``, ``task_card``,
+``ask``, ``typing``, ``descriptor_for``) is one call here, passing the relay as the narrow
+:class:`~trio_relay._trio.adapter.port.RelayPort` it is written against (so nothing in
+``adapter/`` imports the relay). It plugs into the inbound pipeline twice: routes are
+recorded by a pre-handler step (in the message's lane, before ``on_message``), prompt
+answers are taken by an intercept at submit (see :mod:`~trio_relay._trio.adapter.prompts`
+for why that one cannot wait for the lane).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +27,12 @@ from ..._core.descriptor import Descriptor
 from ..._core.event import MessageEvent, normalize_platform
 from ..._core.handler_signature import takes_extra_argument
 from ..._core.outcome import Outcome
+from ..._core.prompts import OptionSpec, PromptAnswer
 from ..._core.routes import RouteTable, routed_action
 from .prompts import PromptBroker
+from .sending import FORMAT_HINTS, send_pieces
+from .streaming import StreamReply, open_stream_reply
+from .task_cards import TaskCard, open_task_card
 
 if TYPE_CHECKING:
     from .port import RelayPort
@@ -31,9 +41,6 @@ __all__ = ["AdapterPlane", "Routed", "SealedDrafts", "bind_relay"]
 
 logger = logging.getLogger("trio_relay")
 
-
-FORMAT_HINTS = "format_hints"
-"""The ``metadata`` key of the hints that ask a connector to render blocks."""
 
 SEALED_DRAFTS = 4096
 """Sealed draft ids remembered per relay (the oldest is forgotten first): far more than
@@ -89,15 +96,21 @@ class SealedDrafts:
 
 class AdapterPlane:
     # No __dict__: one per relay.
-    __slots__ = ("_bot_ids", "_hints_stripped", "_port", "prompts", "routes", "sealed")
+    __slots__ = (
+        "_bot_ids",
+        "_close_timeout",
+        "_edit_interval",
+        "_hints_stripped",
+        "prompts",
+        "routes",
+        "sealed",
+    )
 
-    def __init__(
-        self, config: RelayConfig, bot_ids: Mapping[str, str], port: RelayPort | None = None
-    ) -> None:
+    def __init__(self, config: RelayConfig, bot_ids: Mapping[str, str]) -> None:
         self.routes = RouteTable(config.route_cache_size, bot_ids)
         self._bot_ids = bot_ids  # (the relay's own mapping: no copy per relay)
-        self._port = port
-        """The relay, for the descriptors (format hints); without it hints pass as given."""
+        self._edit_interval = config.edit_interval
+        self._close_timeout = config.close_timeout
         self.prompts = PromptBroker()
         self.sealed = SealedDrafts()
         self._hints_stripped: set[str] = set()  # platforms already logged
@@ -115,7 +128,9 @@ class AdapterPlane:
 
     # --- outbound --------------------------------------------------------------------
 
-    def route(self, action: Mapping[str, Any], platform: str | None) -> Routed | None:
+    def route(
+        self, relay: RelayPort, action: Mapping[str, Any], platform: str | None
+    ) -> Routed | None:
         """Fill the chat's routing metadata into ``action`` and name its platform,
         strip format hints the platform would not render, and refuse a draft after its
         seal; ``None`` when there is nothing to change (the common case is kept cheap:
@@ -135,7 +150,7 @@ class AdapterPlane:
                 return Routed(action, platform, None, refused)
         routed = self._route(action, platform)
         if type(metadata) is dict and FORMAT_HINTS in metadata:
-            return self._format_hints(action, platform, routed)
+            return self._format_hints(relay, action, platform, routed)
         return routed
 
     def _check_draft(self, action: Mapping[str, Any]) -> Outcome | None:
@@ -149,21 +164,22 @@ class AdapterPlane:
         return None
 
     def _format_hints(
-        self, action: Mapping[str, Any], platform: str | None, routed: Routed | None
+        self,
+        relay: RelayPort,
+        action: Mapping[str, Any],
+        platform: str | None,
+        routed: Routed | None,
     ) -> Routed | None:
         """Keep ``metadata.format_hints`` only for a platform whose descriptor has
         ``supports_block_formatting`` (docs/protocol.md, "Format hints")."""
-        port = self._port
-        if port is None:
-            return routed
         target = routed.platform if routed is not None else platform
         chat_id = action.get("chat_id")
         if target is not None:
-            descriptor = descriptor_of_platform(port, target)
+            descriptor = descriptor_of_platform(relay, target)
         elif type(chat_id) is str:
-            descriptor = descriptor_for(port, chat_id)
+            descriptor = self.descriptor_for(relay, chat_id)
         else:
-            descriptor = descriptor_of_platform(port, port.default_platform)
+            descriptor = descriptor_of_platform(relay, relay.default_platform)
         if descriptor is not None and descriptor.supports_block_formatting:
             return routed
         name = descriptor.platform if descriptor is not None else (target or "?")
@@ -207,6 +223,82 @@ class AdapterPlane:
         route = self.routes.get(chat_id)
         return None if route is None else route.platform
 
+    # --- the relay's adapter methods (see their docstrings on Relay) ------------------
+
+    def descriptor_for(self, relay: RelayPort, chat_id: str) -> Descriptor | None:
+        """See :meth:`Relay.descriptor_for`."""
+        descriptor = descriptor_of_platform(relay, self.platform_of(chat_id))
+        if descriptor is not None:
+            return descriptor
+        if relay.default_platform is None:
+            return None
+        return relay.descriptors.get(relay.default_platform)
+
+    async def send_text(
+        self,
+        relay: RelayPort,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
+    ) -> list[Outcome]:
+        """See :meth:`Relay.send_text`."""
+        descriptor = self.descriptor_for(relay, chat_id)
+        pieces = (
+            descriptor.split_text(text) if descriptor is not None else ([text] if text else [])
+        )
+        return await send_pieces(
+            relay, chat_id, pieces, reply_to=reply_to, format_hints=format_hints
+        )
+
+    def stream_reply(
+        self,
+        relay: RelayPort,
+        chat_id: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
+    ) -> AbstractAsyncContextManager[StreamReply]:
+        """See :meth:`Relay.stream_reply`."""
+        return open_stream_reply(
+            relay,
+            chat_id,
+            reply_to=reply_to,
+            edit_interval=self._edit_interval,
+            format_hints=format_hints,
+            close_timeout=self._close_timeout,
+        )
+
+    def task_card(
+        self, relay: RelayPort, chat_id: str, *, reply_to: str | None = None
+    ) -> AbstractAsyncContextManager[TaskCard]:
+        """See :meth:`Relay.task_card`."""
+        return open_task_card(relay, chat_id, reply_to=reply_to, close_timeout=self._close_timeout)
+
+    async def ask(
+        self,
+        relay: RelayPort,
+        chat_id: str,
+        question: str,
+        options: Iterable[OptionSpec],
+        *,
+        kind: str,
+        timeout: float | None,
+        reply_to: str | None,
+    ) -> PromptAnswer | None:
+        """See :meth:`Relay.ask`."""
+        return await self.prompts.ask(
+            relay, chat_id, question, options, kind=kind, timeout=timeout, reply_to=reply_to
+        )
+
+    async def typing(self, relay: RelayPort, chat_id: str, *, status: str | None) -> Outcome:
+        """See :meth:`Relay.typing`."""
+        action: dict[str, Any] = {"op": "typing", "chat_id": chat_id}
+        if status is not None:
+            action["content"] = status
+        return await relay.request(action)
+
 
 def descriptor_of_platform(relay: RelayPort, platform: str | None) -> Descriptor | None:
     """The descriptor of ``platform`` (spelled any way), or ``None``."""
@@ -219,62 +311,6 @@ def descriptor_of_platform(relay: RelayPort, platform: str | None) -> Descriptor
         if normalize_platform(name) == normalize_platform(platform):
             return candidate
     return None
-
-
-def descriptor_for(relay: RelayPort, chat_id: str) -> Descriptor | None:
-    """The descriptor of the platform ``chat_id`` lives on, as its inbound said; the
-    default platform's for a chat never heard from; ``None`` before any descriptor."""
-    route = relay.routes.get(chat_id)
-    platform = None if route is None else route.platform
-    descriptor = descriptor_of_platform(relay, platform)
-    if descriptor is not None:
-        return descriptor
-    if relay.default_platform is None:
-        return None
-    return relay.descriptors.get(relay.default_platform)
-
-
-def with_format_hints(action: dict[str, Any], hints: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``action`` with ``metadata.format_hints`` set to ``hints`` (as given) when there
-    are any; :meth:`AdapterPlane.route` strips them again for a platform that would
-    not render them."""
-    if hints is not None:
-        action["metadata"] = {**action.get("metadata", {}), FORMAT_HINTS: dict(hints)}
-    return action
-
-
-async def send_text(
-    relay: RelayPort,
-    chat_id: str,
-    text: str,
-    *,
-    reply_to: str | None = None,
-    format_hints: Mapping[str, Any] | None = None,
-    wait_connected: bool = False,
-) -> list[Outcome]:
-    """See :meth:`Relay.send_text`."""
-    descriptor = descriptor_for(relay, chat_id)
-    pieces = descriptor.split_text(text) if descriptor is not None else ([text] if text else [])
-    outcomes: list[Outcome] = []
-    for index, piece in enumerate(pieces):
-        action: dict[str, Any] = {"op": "send", "chat_id": chat_id, "content": piece}
-        if reply_to is not None and index == 0:
-            action["reply_to"] = reply_to
-        with_format_hints(action, format_hints)
-        outcome = await relay.request(action, wait_connected=wait_connected)
-        outcomes.append(outcome)
-        if not outcome.success:
-            # Later pieces would read as a reply with a hole in it; and after an
-            # ambiguous one, sending on could post the rest twice on a retry.
-            logger.warning(
-                "send_text to %s: piece %d of %d failed (%s); the rest was not sent",
-                chat_id,
-                index + 1,
-                len(pieces),
-                outcome.error,
-            )
-            break
-    return outcomes
 
 
 def bind_relay(

@@ -60,8 +60,8 @@ from ..._core import outcome as _outcome
 from ..._core.descriptor import Descriptor
 from ..._core.outcome import Outcome
 from ..._core.pacing import typing_interval
-from ..._core.text import first_piece, text_length
-from .plane import send_text, with_format_hints
+from ..._core.text import first_piece, split_text, text_length
+from .sending import send_pieces, with_format_hints
 
 if TYPE_CHECKING:
     from .port import RelayPort
@@ -288,10 +288,10 @@ class StreamReply:
 
     async def _send_final(self, content: str) -> None:
         # Split as send_text does; it stops at the first piece that fails.
-        outcomes = await send_text(
+        outcomes = await send_pieces(
             self._relay,
             self.chat_id,
-            content,
+            split_text(content, self._limit, self._len_unit),
             reply_to=self._reply_to,
             format_hints=self._hints,
             wait_connected=True,

@@ -68,6 +68,7 @@ from ..._core.handlers import (
 from ..._core.settings import InboundSettings
 from ..._core.stats import RelayStats, counted_task
 from ..stores.sqlite import SqliteDedupeStore
+from .acks import AckSender
 from .failures import Failures
 from .handler_call import HandlerCall
 from .interrupts import InterruptRunner
@@ -89,7 +90,7 @@ that raises is logged and the message goes on."""
 class InboundPipeline:
     """Runs the relay's inbound handlers (see the module docstring for the rules).
 
-    ``send_ack(buffer_id, on_written)`` queues an ``inbound_ack`` on the current
+    ``acks`` (an :class:`~.acks.AckSender`) queues each ``inbound_ack`` on the current
     connection and returns false if there is none; it must not block, and it calls
     ``on_written()`` once the ack has been handed to the socket. Until then the key
     stays pinned in the dedupe window.
@@ -128,7 +129,7 @@ class InboundPipeline:
         on_interrupt: InterruptHandler | None,
         on_passthrough: PassthroughHandler | None,
         on_dead_letter: DeadLetterHandler | None,
-        send_ack: Callable[[str, Callable[[], None]], bool],
+        acks: AckSender,
         namespace: str = "",
     ) -> None:
         self._settings = settings
@@ -139,7 +140,7 @@ class InboundPipeline:
             settings.dedupe_size, settings.max_inbound_queue, settings.max_concurrent_handlers
         )
         self._window = window
-        self._keys = DeliveryKeys(DedupeSet(window), stats, send_ack)
+        self._keys = DeliveryKeys(DedupeSet(window), stats, acks)
         self._failures = Failures(settings, stats, self._keys, on_dead_letter)
         self._interrupts = InterruptRunner(on_interrupt, stats, settings)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
