@@ -22,6 +22,7 @@ from ._core.routes import Route, RouteTable
 from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.adapter.streaming import StreamReply
+from ._trio.adapter.task_cards import TaskCard, TaskChunk, TaskStatus
 from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
@@ -65,6 +66,9 @@ __all__ = [
     "StateChanges",
     "StreamReply",
     "StreamStalled",
+    "TaskCard",
+    "TaskChunk",
+    "TaskStatus",
     "UpgradeAuth",
     "open_relay",
 ]

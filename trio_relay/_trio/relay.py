@@ -5,9 +5,10 @@ The relay's state and every decision about redialling belong to the pure
 requests, pings, going idle or dormant, and the hooks each connection calls as it opens,
 comes up and ends. The relay holds its parts and delegates to them: the state API to
 :class:`~.state_feed.RelayStates`, the adapter methods (``send_text``, ``stream_reply``,
-``ask``, ``typing``, ``descriptor_for``) to :class:`~.adapter.plane.AdapterPlane`, which
-sees the relay only as its narrow ``RelayPort``; inbound acks leave through
-:class:`~.inbound.acks.RelayAcks`, which the relay points at the newest connection.
+``task_card``, ``ask``, ``typing``, ``descriptor_for``) to
+:class:`~.adapter.plane.AdapterPlane`, which sees the relay only as its narrow
+``RelayPort``; inbound acks leave through :class:`~.inbound.acks.RelayAcks`, which the
+relay points at the newest connection.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from .._core.stats import RelayStats
 from .._core.url import normalize_url
 from .adapter.plane import AdapterPlane
 from .adapter.streaming import StreamReply
+from .adapter.task_cards import TaskCard
 from .connection.connection import Connection
 from .connection.serve import ConnectionHooks
 from .inbound.acks import RelayAcks
@@ -182,24 +184,54 @@ class Relay:
         return self._adapter.descriptor_for(self, chat_id)
 
     async def send_text(
-        self, chat_id: str, text: str, *, reply_to: str | None = None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
     ) -> list[Outcome]:
         """Send ``text`` to ``chat_id`` in as many messages as its platform's
         ``max_message_length`` needs (cut at paragraphs, lines, words; see
         :meth:`Descriptor.split_text`), in order, ``reply_to`` on the first. Returns one
         outcome a piece sent; after a piece fails, the rest is not sent (the outcomes
-        end there). An empty text sends nothing."""
-        return await self._adapter.send_text(self, chat_id, text, reply_to=reply_to)
+        end there). An empty text sends nothing. ``format_hints`` (e.g.
+        ``{"rich_blocks": True}``) go as ``metadata.format_hints`` where the platform
+        has ``supports_block_formatting``, and are left out elsewhere."""
+        return await self._adapter.send_text(
+            self, chat_id, text, reply_to=reply_to, format_hints=format_hints
+        )
 
     def stream_reply(
-        self, chat_id: str, *, reply_to: str | None = None
+        self,
+        chat_id: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
     ) -> AbstractAsyncContextManager[StreamReply]:
         """``async with relay.stream_reply(chat_id) as reply: await reply.write(chunk)``:
         typing until the first text, then one message edited as the text grows (at most
         every ``config.edit_interval`` s), a new message when one is full, a final edit
-        on exit; one message per piece where the platform cannot edit. See
-        :class:`StreamReply` for ``message_ids``, ``outcomes`` and ``failed``."""
-        return self._adapter.stream_reply(self, chat_id, reply_to=reply_to)
+        on exit; one message per piece where the platform cannot edit. Where the
+        platform streams live cards (:attr:`Descriptor.live_cards`) the reply goes as
+        ``draft`` frames instead, ended by a seal or, where the draft is only a
+        preview, by an ordinary send. ``format_hints`` as for :meth:`send_text`. See
+        :class:`StreamReply` for ``message_ids``, ``outcome``, ``outcomes`` and
+        ``failed``."""
+        return self._adapter.stream_reply(
+            self, chat_id, reply_to=reply_to, format_hints=format_hints
+        )
+
+    def task_card(
+        self, chat_id: str, *, reply_to: str | None = None
+    ) -> AbstractAsyncContextManager[TaskCard]:
+        """``async with relay.task_card(chat_id, reply_to=msg_id) as card: await
+        card.update([TaskChunk("t1", "Search", "in_progress")])``: a turn's progress as
+        a card of task chunks, ended (``task_card_stop``) when the block ends, within
+        ``config.close_timeout``. Only where the chat's descriptor lists ``task_card``;
+        elsewhere ``update`` returns an ``unsupported_op`` outcome and sends nothing.
+        Never raises for a network failure: see :class:`TaskCard`."""
+        return self._adapter.task_card(self, chat_id, reply_to=reply_to)
 
     async def ask(
         self,
@@ -250,9 +282,14 @@ class Relay:
         request fails at once, unless ``wait_connected`` is true: then it waits for the
         next connection within the same timeout.
         """
-        routed = self._adapter.route(action, platform)  # fills the chat's routing metadata
+        # Fills the chat's routing metadata, strips unrendered format hints, refuses a
+        # draft after its seal.
+        routed = self._adapter.route(self, action, platform)
         bot_id = None
         if routed is not None:
+            if routed.refused is not None:
+                self.stats.requests[_outcome_label(routed.refused)] += 1
+                return routed.refused
             action, platform, bot_id = routed.action, routed.platform, routed.bot_id
         request_id, line, op = self._encode_request(action, platform, bot_id)
         timeout = self._config.request_timeout if timeout is None else timeout

@@ -45,7 +45,7 @@ from ._dialers import (  # noqa: E402
 )
 from ._options import ConnectorOptions, JsonObject, OutboundHandler  # noqa: E402
 from ._probes import live_tasks, open_fds, rss_bytes, trim_heap  # noqa: E402
-from ._protocol import default_descriptor  # noqa: E402
+from ._protocol import default_descriptor, live_descriptor  # noqa: E402
 from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa: E402
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "SessionObserver",
     "TranscriptEntry",
     "default_descriptor",
+    "live_descriptor",
     "live_tasks",
     "memory_stream_pair",
     "open_connector",

@@ -35,5 +35,10 @@ class RelayPort(Protocol):
     def descriptor_for(self, chat_id: str) -> Descriptor | None: ...
 
     async def send_text(
-        self, chat_id: str, text: str, *, reply_to: str | None = None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
     ) -> list[Outcome]: ...
