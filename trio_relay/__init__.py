@@ -23,6 +23,7 @@ from ._core.stats import RelayStats
 from ._trio.adapter.streaming import StreamReply
 from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
+from ._trio.otel import OpenTelemetry
 from ._trio.relay import Relay
 from ._trio.stores.redis import RedisDedupeStore
 from ._trio.stores.sqlite import SqliteDedupeStore
@@ -40,6 +41,7 @@ __all__ = [
     "MediaTooLarge",
     "MemoryDedupeStore",
     "MessageEvent",
+    "OpenTelemetry",
     "Outcome",
     "PassthroughForward",
     "PromptAnswer",

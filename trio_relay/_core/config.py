@@ -16,6 +16,7 @@ from typing import Any
 from .dedupe_store import DedupeStore
 from .endpoint import ByteStream, Endpoint
 from .keepalive import KeepaliveConfig
+from .telemetry import TelemetryProvider
 from .token import DEFAULT_TOKEN_TTL, check_gateway_id
 from .url import masked_credentials
 
@@ -197,6 +198,10 @@ class RelayConfig:
     (see ``trio_relay._core.endpoint``). ``None`` is the real one: TCP with happy
     eyeballs and the keepalive options, the proxy, TLS. Tests and the soak pass
     ``trio_relay.testing.FaultDialer``/``MemoryDialer`` here to inject faults."""
+    telemetry: TelemetryProvider | None = field(default=None, compare=False)
+    """Metrics and spans of the relay: ``trio_relay.OpenTelemetry()`` (needs
+    ``pip install 'trio_relay[otel]'``) sends them through OpenTelemetry. ``None``: no
+    telemetry, and the relay does no telemetry work at all."""
 
     def __repr__(self) -> str:
         # The generated repr minus the fields marked repr=False, plus the proxy with its

@@ -20,11 +20,14 @@ from contextlib import asynccontextmanager
 import trio
 
 from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.endpoint import Endpoint
 from .._core.event import MessageEvent
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
+from .._core.state import State
 from .._core.stats import RelayStats
+from .._core.url import normalize_url
 from .adapter.plane import bind_relay
 from .inbound.pipeline import (
     DeadLetterHandler,
@@ -76,6 +79,9 @@ async def open_relay(
     config = config or RelayConfig()
     stats = RelayStats()
     late = _Late()
+    name = auth.gateway_id if auth is not None else Endpoint.from_url(normalize_url(url)).host
+    # Made once per relay; None (the default) leaves every call site one `is None` test.
+    telemetry = None if config.telemetry is None else config.telemetry.for_relay(name, late.state)
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
     routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), late.mint, config)
     media = RelayMedia(routes_http, config)
@@ -95,6 +101,8 @@ async def open_relay(
         on_dead_letter=on_dead_letter,
         send_ack=late.send_ack,
         namespace=auth.gateway_id if auth is not None else "",
+        name=name,
+        telemetry=telemetry,
     )
     relay = late.relay = Relay(
         url,
@@ -103,6 +111,8 @@ async def open_relay(
         config=config,
         pipeline=pipeline,
         stats=stats,
+        name=name,
+        telemetry=telemetry,
     )
     relay.media = media
     raised_in_block: BaseException | None = None
@@ -162,6 +172,9 @@ class _Late:
         self.relay: Relay | None = None
         self.nursery: trio.Nursery | None = None
         self.shields: list[trio.CancelScope] = []
+
+    def state(self) -> State | None:
+        return self.relay.state if self.relay is not None else None
 
     def get_relay(self) -> Relay:
         assert self.relay is not None  # handlers run only once the relay exists

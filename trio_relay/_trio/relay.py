@@ -27,6 +27,7 @@ from .._core.outcome import Outcome
 from .._core.request_ids import RequestIds
 from .._core.state import State
 from .._core.stats import RelayStats
+from .._core.telemetry import Telemetry
 from .._core.url import normalize_url
 from .adapter.methods import AdapterMethods
 from .adapter.plane import AdapterPlane
@@ -63,7 +64,12 @@ class Relay(StateMethods, AdapterMethods):
         config: RelayConfig,
         pipeline: InboundPipeline,
         stats: RelayStats,
+        name: str = "",
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self.name = name
+        """This relay in logs and telemetry: its gateway id, else its URL's host."""
+        self._telemetry = telemetry
         self._endpoint = Endpoint.from_url(normalize_url(url))
         self.url = str(self._endpoint) + self._endpoint.resource.split("?")[0]
         """The URL dialled, without user info or query (either may hold a secret)."""
@@ -109,6 +115,8 @@ class Relay(StateMethods, AdapterMethods):
             stats=stats,
             identities=self._identities,
             mint=self._mint,
+            name=name,
+            telemetry=telemetry,
             hooks=ConnectionHooks(
                 on_open=self._connection_opened,
                 on_up=self._connection_up,
@@ -151,6 +159,8 @@ class Relay(StateMethods, AdapterMethods):
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         deadline = trio.current_time() + timeout
+        telemetry = self._telemetry
+        record = None if telemetry is None else telemetry.request_started(op, request_id)
         # The hot path is flat on purpose: every coroutine level between the caller
         # and the waiter is paid again each time the request's task is resumed.
         ready = self._ready(op, platform)
@@ -163,6 +173,8 @@ class Relay(StateMethods, AdapterMethods):
         else:
             outcome = ready  # a refusal: nothing is sent
         self.stats.requests["success" if outcome.success else _outcome_label(outcome)] += 1
+        if record is not None:
+            record.settled(outcome)
         return outcome
 
     def _encode_request(
@@ -244,6 +256,8 @@ class Relay(StateMethods, AdapterMethods):
             rtt = await conn.ping()
             if rtt is None:
                 raise ConnectionError("the connection ended before the pong")
+            if self._telemetry is not None:  # (the keepalive's pings: see Connection)
+                self._telemetry.ping_rtt(rtt)
             return rtt
         raise TimeoutError(f"no pong within {limit:g} s")
 
@@ -266,6 +280,7 @@ class Relay(StateMethods, AdapterMethods):
                 "relay %s: no going_idle_ack within %g s; keeping the connection",
                 self._endpoint,
                 timeout,
+                extra={"relay": self.name},
             )
         return False
 
@@ -313,7 +328,10 @@ class Relay(StateMethods, AdapterMethods):
         end: ConnectionEnd | None = conn.end_info
         assert end is not None
         if not end.by_us:
-            self.stats.drops[end.cause.split(":")[0]] += 1
+            cause = end.cause.split(":")[0]
+            self.stats.drops[cause] += 1
+            if self._telemetry is not None:
+                self._telemetry.dropped(cause)
         self.stats.last_close_code = end.code
         self.stats.last_close_reason = end.reason
         if self._newest is conn:

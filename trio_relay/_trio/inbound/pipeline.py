@@ -67,6 +67,8 @@ from ..._core.handlers import (
     PreHandler,
 )
 from ..._core.stats import RelayStats, counted_task
+from ..._core.telemetry import Telemetry
+from ..log_fields import RELAY_NAME
 from ..stores.sqlite import SqliteDedupeStore
 from .failures import Failures
 from .handler_call import HandlerCall
@@ -93,7 +95,8 @@ class InboundPipeline:
     connection and returns false if there is none; it must not block, and it calls
     ``on_written()`` once the ack has been handed to the socket. Until then the key
     stays pinned in the dedupe window.
-    ``namespace`` (the gateway id) keeps gateways sharing a store apart.
+    ``namespace`` (the gateway id) keeps gateways sharing a store apart; ``name`` is
+    the relay's in the records logged by the pipeline's tasks.
     """
 
     # No __dict__: one per relay, held for its whole life.
@@ -109,6 +112,7 @@ class InboundPipeline:
         "_interrupts",
         "_keys",
         "_lanes",
+        "_name",
         "_namespace",
         "_nursery",
         "_queue",
@@ -116,6 +120,7 @@ class InboundPipeline:
         "_slots",
         "_start",
         "_stats",
+        "_telemetry",
         "_window",
     )
 
@@ -130,17 +135,21 @@ class InboundPipeline:
         on_dead_letter: DeadLetterHandler | None,
         send_ack: Callable[[str, Callable[[], None]], bool],
         namespace: str = "",
+        name: str = "",
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._config = config
         self._stats = stats
+        self._name = name
+        self._telemetry = telemetry
         self._call_handler = HandlerCall(on_message, on_passthrough)
         self._namespace = namespace
         window = dedupe_window(
             config.dedupe_size, config.max_inbound_queue, config.max_concurrent_handlers
         )
         self._window = window
-        self._keys = DeliveryKeys(DedupeSet(window), stats, send_ack)
-        self._failures = Failures(config, stats, self._keys, on_dead_letter)
+        self._keys = DeliveryKeys(DedupeSet(window), stats, send_ack, telemetry)
+        self._failures = Failures(config, stats, self._keys, on_dead_letter, telemetry)
         self._interrupts = InterruptRunner(on_interrupt, stats, config)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
         self._queue = QueueGate(config.max_inbound_queue, stats)
@@ -215,11 +224,14 @@ class InboundPipeline:
             logger.warning(
                 "inbound: cannot decode %s (bufferId=%s): %s",
                 delivery.kind, delivery.buffer_id, delivery.decode_error,
+                extra={"buffer_id": delivery.buffer_id, "cause": delivery.decode_error},
             )
         if not self._keys.claim(delivery):
             return
         if isinstance(delivery.payload, MessageEvent) and self._intercepted(delivery.payload):
             self._stats.delivered += 1
+            if self._telemetry is not None:
+                self._telemetry.delivered(delivery)
             self._keys.finish(delivery)
             return
         if not self._queue.has_room(delivery.buffer_id is not None, delivery.label):
@@ -259,6 +271,7 @@ class InboundPipeline:
         before that are kept (within the queue bound) and admitted right after.
         """
         with shield or _no_shield(), counted_task(self._stats):
+            RELAY_NAME.set(self._name)  # in this task's records and its handlers'
             config = self._config
             self._slots = trio.Semaphore(config.max_concurrent_handlers)
             store = config.dedupe_store
@@ -299,9 +312,10 @@ class InboundPipeline:
         self._keys.release(delivery)
         if delivery.buffer_id is None:
             self._stats.inbound_dropped += 1
-            logger.error("inbound: LOST live %s: %s", delivery.label, why)
+            logger.error("inbound: LOST live %s: %s", delivery.label, why, extra={"cause": why})
         else:
-            logger.debug("inbound: %s left to the connector: %s", delivery.label, why)
+            logger.debug("inbound: %s left to the connector: %s", delivery.label, why,
+                         extra={"buffer_id": delivery.buffer_id, "cause": why})
 
     async def _drain_lane(self, lane_key: Hashable, lane: deque[Delivery]) -> None:
         # One task per active lane: handles its deliveries one by one, in order, then
@@ -326,7 +340,9 @@ class InboundPipeline:
                     if self._draining:
                         self._keys.release(delivery)
                         logger.warning("inbound: retry of %s abandoned: relay closing; not "
-                                       "acked", delivery.label)
+                                       "acked", delivery.label,
+                                       extra={"buffer_id": delivery.buffer_id,
+                                              "cause": "relay closing"})
                         break
                     async with self._slots:
                         retry = await self._attempt(delivery, first=False)
@@ -355,8 +371,12 @@ class InboundPipeline:
         self._running += 1
         if self._running == 1:
             self._idle = trio.Event()
+        telemetry = self._telemetry
         try:
-            await self._call_handler(delivery)
+            if telemetry is None:
+                await self._call_handler(delivery)
+            else:  # the handler's span and duration
+                await telemetry.handle(self._call_handler, delivery)
         except trio.Cancelled as exc:
             if not await self._failures.cancelled_by_us(delivery):
                 return await self._failures.failed(delivery, exc, foreign_cancel=True)
@@ -371,5 +391,7 @@ class InboundPipeline:
             if self._running == 0 and self._idle is not None:
                 self._idle.set()
         self._stats.delivered += 1
+        if telemetry is not None:
+            telemetry.delivered(delivery)
         self._keys.finish(delivery)
         return None
