@@ -28,7 +28,13 @@ from .._core.state import State
 from .._core.telemetry import DialRecord, RequestRecord, Telemetry
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation
+    from opentelemetry.metrics import (
+        CallbackOptions,
+        Histogram,
+        Meter,
+        MeterProvider,
+        Observation,
+    )
     from opentelemetry.trace import Span, Tracer, TracerProvider
 
 __all__ = ["OpenTelemetry"]
@@ -112,6 +118,16 @@ def _instruments_of(meter: Meter) -> _Instruments:
     return instruments
 
 
+SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""Histogram buckets in seconds (the SDK's defaults suit milliseconds)."""
+
+
+def _seconds(meter: Meter, name: str, description: str) -> Histogram:
+    return meter.create_histogram(
+        name, unit="s", description=description, explicit_bucket_boundaries_advisory=SECONDS
+    )
+
+
 class _Instruments:
     """Every instrument of the relays on one meter, made once."""
 
@@ -120,10 +136,8 @@ class _Instruments:
         self.dials = meter.create_counter(
             "relay.dials", unit="{dial}", description="Dials, by outcome and cause."
         )
-        self.dial_duration = meter.create_histogram(
-            "relay.dial.duration",
-            unit="s",
-            description="From the start of a dial to its handshake (or failure).",
+        self.dial_duration = _seconds(
+            meter, "relay.dial.duration", "From the start of a dial to its handshake (or failure)."
         )
         self.drops = meter.create_counter(
             "relay.drops", unit="{connection}", description="Connections lost, by cause."
@@ -131,8 +145,8 @@ class _Instruments:
         self.requests = meter.create_counter(
             "relay.requests", unit="{request}", description="Finished requests, by outcome."
         )
-        self.request_duration = meter.create_histogram(
-            "relay.request.duration", unit="s", description="From a request to its outcome."
+        self.request_duration = _seconds(
+            meter, "relay.request.duration", "From a request to its outcome."
         )
         self.delivered = meter.create_counter(
             "relay.inbound.delivered", unit="{delivery}", description="Inbound deliveries handled."
@@ -147,12 +161,10 @@ class _Instruments:
             unit="{delivery}",
             description="Inbound deliveries given up on.",
         )
-        self.handler_duration = meter.create_histogram(
-            "relay.handler.duration", unit="s", description="Runs of the inbound handlers."
+        self.handler_duration = _seconds(
+            meter, "relay.handler.duration", "Runs of the inbound handlers."
         )
-        self.ping_rtt = meter.create_histogram(
-            "relay.ping.rtt", unit="s", description="WebSocket ping round trips."
-        )
+        self.ping_rtt = _seconds(meter, "relay.ping.rtt", "WebSocket ping round trips.")
         meter.create_observable_gauge(
             "relay.state",
             callbacks=[self._observe_states],
