@@ -19,6 +19,7 @@ class StateMethods:
     _feed: StateFeed
     _endpoint: Endpoint
     url: str
+    name: str
 
     @property
     def state(self) -> State:
@@ -37,6 +38,8 @@ class StateMethods:
             change.old.value,
             change.new.value,
             change.cause,
+            # Named here: the change into CLOSED is published from the caller's task.
+            extra={"relay": self.name, "cause": change.cause, "state": change.new.value},
         )
         self._feed.publish(change)
 

@@ -132,6 +132,7 @@ async def send_text(
                 index + 1,
                 len(pieces),
                 outcome.error,
+                extra={"cause": outcome.code},
             )
             break
     return outcomes

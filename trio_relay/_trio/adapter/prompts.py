@@ -188,5 +188,6 @@ class PromptBroker:
             "prompt %s: the prompt op failed (%s); asking with numbered text instead",
             pending.prompt_id,
             outcome.error,
+            extra={"cause": outcome.code},
         )
         return False

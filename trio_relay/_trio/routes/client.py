@@ -110,7 +110,9 @@ class ConnectorHttp:
                 if attempt >= ATTEMPTS:
                     raise
                 logger.info("connector HTTP %s failed (%s); retry in %g s", method,
-                            type(exc).__name__, delay)  # fmt: skip
+                            type(exc).__name__, delay,
+                            extra={"cause": type(exc).__name__,
+                                   "next_attempt_s": delay})  # fmt: skip
             else:
                 if response.is_redirect and method == "GET" and hops < MAX_REDIRECTS:
                     await response.aclose()
@@ -123,7 +125,9 @@ class ConnectorHttp:
                     return response
                 await response.aclose()
                 logger.info("connector HTTP %s answered %d; retry in %g s", method,
-                            response.status_code, delay)  # fmt: skip
+                            response.status_code, delay,
+                            extra={"cause": f"HTTP {response.status_code}",
+                                   "next_attempt_s": delay})  # fmt: skip
             await trio.sleep(delay)
             delay *= 2
             attempt += 1
