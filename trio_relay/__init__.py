@@ -25,6 +25,7 @@ from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
 from ._trio.otel import OpenTelemetry
 from ._trio.relay import Relay
+from ._trio.state_feed import StateChanges
 from ._trio.stores.redis import RedisDedupeStore
 from ._trio.stores.sqlite import SqliteDedupeStore
 from .http._stall import StreamStalled
@@ -61,6 +62,7 @@ __all__ = [
     "Source",
     "SqliteDedupeStore",
     "State",
+    "StateChanges",
     "StreamReply",
     "StreamStalled",
     "UpgradeAuth",

@@ -152,6 +152,25 @@ class WebSocket:
     # --- state -------------------------------------------------------------------------
 
     @property
+    def close_received(self) -> tuple[int, str] | None:
+        """The peer's close frame (code, reason), once one has come."""
+        close = self._protocol.close_rcvd
+        return None if close is None else (close.code, close.reason)
+
+    @property
+    def close_sent(self) -> tuple[int, str] | None:
+        """Our close frame (code, reason), once one has been framed."""
+        close = self._protocol.close_sent
+        return None if close is None else (close.code, close.reason)
+
+    @property
+    def protocol_failure(self) -> str | None:
+        """The kind of RFC 6455 violation that failed the connection (the parser's
+        exception class, e.g. ``"ProtocolError"``), or None."""
+        exc = self._protocol.parser_exc
+        return None if exc is None else type(exc).__name__
+
+    @property
     def can_send(self) -> bool:
         """Open for data frames (not closing, not ended, not broken)."""
         return self.end is None and not self.broken and self._protocol.state is _OPEN
