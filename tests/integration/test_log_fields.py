@@ -3,7 +3,11 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import trio
@@ -15,6 +19,7 @@ from trio_relay import MessageEvent, RelayConfig, UpgradeAuth
 from trio_relay.testing import JsonObject, open_connector
 
 GATEWAY, SECRET = "gw-logs", "logs-secret-do-not-leak"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def event(text: str, message_id: str) -> JsonObject:
@@ -82,3 +87,22 @@ async def test_records_carry_the_relay_and_their_facts(
         text = " ".join([record.getMessage(), *map(str, vars(record).values())])
         assert SECRET not in text
         assert all(token not in text for token in tokens)
+
+
+def test_the_json_logging_example_prints_each_record_with_its_fields() -> None:
+    # docs/how-to/telemetry.md includes this file.
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "json_logging.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines and all(line["relay"] == "gateway-1" for line in lines)
+    (redial,) = [line for line in lines if "next attempt in" in line["message"]]
+    assert redial["close_code"] == 1011 and redial["next_attempt_s"] > 0
+    assert [line["state"] for line in lines if "state" in line] == [
+        "connected", "reconnecting", "connected", "closed"
+    ]
+    assert "s3cret" not in done.stdout

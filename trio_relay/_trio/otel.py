@@ -70,7 +70,8 @@ class OpenTelemetry:
             from opentelemetry import metrics, trace
         except ImportError as exc:
             raise ImportError(
-                f"trio_relay.OpenTelemetry needs the OpenTelemetry API: {INSTALL_HINT}"
+                f"trio_relay.OpenTelemetry needs the OpenTelemetry API ({exc}), which the "
+                f"base install does not include: {INSTALL_HINT}"
             ) from exc
         del metrics, trace
         self.meter_provider = meter_provider
