@@ -177,6 +177,28 @@ async def test_requests_dials_and_state_are_measured_and_traced(
         assert all(token not in value for token in tokens)
 
 
+async def test_relays_sharing_one_provider_each_report_their_state(otel: Otel) -> None:
+    # One set of instruments per meter: the second relay's state is in the same gauge.
+    async with (
+        open_connector(secrets={"gw-a": SECRET, "gw-b": SECRET}) as connector,
+        trio_relay.open_relay(
+            connector.url, auth=UpgradeAuth("gw-a", SECRET), config=config(otel)
+        ) as first,
+    ):
+        await first.wait_connected(5)
+        async with trio_relay.open_relay(
+            connector.url, auth=UpgradeAuth("gw-b", SECRET), config=config(otel)
+        ) as second:
+            await second.wait_connected(5)
+            both = otel.values("relay.state")
+        after = otel.values("relay.state")
+    assert both[key(relay="gw-a", state="connected")] == 1
+    assert both[key(relay="gw-b", state="connected")] == 1
+    assert after[key(relay="gw-a", state="connected")] == 1
+    assert after[key(relay="gw-b", state="closed")] == 1
+    assert otel.values("relay.dials") == {key(outcome="ok"): 2}
+
+
 async def test_a_timeout_is_ambiguous_in_the_metrics_and_on_the_span(
     otel: Otel, connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -13,6 +13,7 @@ gauge reads every live relay that uses them, each under its own ``relay`` attrib
 from __future__ import annotations
 
 import re
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -91,7 +92,7 @@ class OpenTelemetry:
         tracer = trace.get_tracer(SCOPE, version, tracer_provider=self.tracer_provider)
         instruments = _instruments_of(meter)
         telemetry = _RelayTelemetry(name, state, instruments, tracer)
-        instruments.relays.add(telemetry)
+        instruments.watch(telemetry)
         return telemetry
 
 
@@ -133,7 +134,10 @@ class _Instruments:
     """Every instrument of the relays on one meter, made once."""
 
     def __init__(self, meter: Meter) -> None:
-        self.relays: weakref.WeakSet[_RelayTelemetry] = weakref.WeakSet()
+        self._relays: weakref.WeakSet[_RelayTelemetry] = weakref.WeakSet()
+        # The gauge's callback runs in the exporter's thread (a Prometheus scrape, a
+        # periodic reader) while relays are added in Trio's: the set is copied under it.
+        self._lock = threading.Lock()
         self.dials = meter.create_counter(
             "relay.dials", unit="{dial}", description="Dials, by outcome and cause."
         )
@@ -173,11 +177,18 @@ class _Instruments:
             description="1 for the state each relay is in, 0 for the others.",
         )
 
+    def watch(self, relay: _RelayTelemetry) -> None:
+        """Report ``relay``'s state in the gauge for as long as the relay lives."""
+        with self._lock:
+            self._relays.add(relay)
+
     def _observe_states(self, options: CallbackOptions) -> Iterable[Observation]:
         from opentelemetry.metrics import Observation
 
+        with self._lock:
+            relays = list(self._relays)
         observations = []
-        for relay in list(self.relays):
+        for relay in relays:
             current = relay.state()
             if current is None:
                 continue
