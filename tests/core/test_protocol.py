@@ -22,6 +22,7 @@ from trio_relay._core.protocol import (
     RelayProtocol,
     Request,
     RequestState,
+    ack_line,
     encode_request,
 )
 from trio_relay._core.request_ids import RequestIds
@@ -354,3 +355,7 @@ def test_encode_request_refuses_the_callers_mistakes(
     with pytest.raises(error):
         encode_request(RequestIds(), action, platform=None, bot_id=None,
                        max_message_bytes=limit)
+
+
+def test_ack_line_is_the_inbound_ack_frame() -> None:
+    assert json.loads(ack_line("b-17")) == {"type": "inbound_ack", "bufferId": "b-17"}

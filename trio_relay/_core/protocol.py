@@ -48,6 +48,7 @@ from .frames import (
     GoingIdle,
     GoingIdleAck,
     Hello,
+    InboundAck,
     InboundFrame,
     InterruptInbound,
     OutboundResult,
@@ -65,6 +66,7 @@ __all__ = [
     "RelayProtocol",
     "Request",
     "RequestState",
+    "ack_line",
     "encode_request",
 ]
 
@@ -213,6 +215,13 @@ def encode_request(
             f"({max_message_bytes}); split it or raise the limit"
         )
     return request_id, line
+
+
+def ack_line(buffer_id: str) -> bytes:
+    """The ``inbound_ack`` line for a delivery handled (or dead-lettered): the connector
+    stops replaying ``buffer_id`` once it has it (docs/protocol.md, "Frames, gateway
+    to connector")."""
+    return encode_wire(InboundAck(buffer_id).to_wire())
 
 
 class RelayProtocol:

@@ -18,8 +18,7 @@ from typing import Protocol
 
 import trio
 
-from ..._core.codec import encode_wire
-from ..._core.frames import InboundAck
+from ..._core.protocol import ack_line
 from ..._core.stats import RelayStats
 
 __all__ = ["AckLink", "AckSender", "RelayAcks", "TrackedAck"]
@@ -43,7 +42,7 @@ class TrackedAck:
     abandoned = False
 
     def __init__(self, buffer_id: str, on_written: Callable[[], None]) -> None:
-        self.line = encode_wire(InboundAck(buffer_id).to_wire())  # wire bytes, encoded once
+        self.line = ack_line(buffer_id)  # wire bytes, encoded once
         self.written = trio.Event()
         self._on_written = on_written
 

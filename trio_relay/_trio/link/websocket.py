@@ -199,15 +199,6 @@ class WebSocket:
     def has_pending(self) -> bool:
         return bool(self._pending)
 
-    @property
-    def pending_bytes(self) -> int:
-        return sum(len(chunk) for chunk in self._pending)
-
-    @property
-    def closing(self) -> bool:
-        """We sent our close frame (or the protocol failed the connection)."""
-        return self._protocol.close_sent is not None
-
     # --- receiving ---------------------------------------------------------------------
 
     async def receive(self) -> list[bytes]:
@@ -335,10 +326,6 @@ class WebSocket:
 
     def forget_ping(self, payload: bytes) -> None:
         self._pongs.pop(payload, None)
-
-    @property
-    def pings_outstanding(self) -> int:
-        return len(self._pongs)
 
     def send_close(self, code: int, reason: str) -> bool:
         """Frame our close frame; false if one was already sent or the socket is over."""
