@@ -94,7 +94,7 @@ async def open_relay(
     mint = token_minter(auth, config.wall_clock)  # a fresh token per dial and per route call
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
     routes = RoutesSettings.from_config(config)
-    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, routes)
+    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, routes, name)
     media = RelayMedia(routes_http, routes)
     # Handlers may take the relay as one more argument (``async def on_message(event,
     # relay)``); decided once, here, from the user's own signature, before any

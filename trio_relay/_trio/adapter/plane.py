@@ -141,7 +141,7 @@ class AdapterPlane:
                     index + 1,
                     len(pieces),
                     outcome.error,
-                    extra={"cause": outcome.code},
+                    extra={"relay": relay.name, "cause": outcome.code},
                 )
                 break
         return outcomes
