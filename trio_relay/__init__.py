@@ -25,6 +25,7 @@ from ._trio.adapter.streaming import StreamReply
 from ._trio.adapter.task_cards import TaskCard, TaskChunk, TaskStatus
 from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
+from ._trio.otel import OpenTelemetry
 from ._trio.relay import Relay
 from ._trio.state_feed import StateChanges
 from ._trio.stores.redis import RedisDedupeStore
@@ -44,6 +45,7 @@ __all__ = [
     "MediaTooLarge",
     "MemoryDedupeStore",
     "MessageEvent",
+    "OpenTelemetry",
     "Outcome",
     "PassthroughForward",
     "PromptAnswer",

@@ -16,6 +16,7 @@ from typing import Any
 from .dedupe_store import DedupeStore
 from .endpoint import ByteStream, Endpoint
 from .keepalive import KeepaliveConfig
+from .telemetry import TelemetryProvider
 from .token import DEFAULT_TOKEN_TTL, check_gateway_id
 from .url import masked_credentials
 
@@ -217,6 +218,10 @@ class RelayConfig:
     rest of the relay's life; a link cut there again does not climb the redial ladder.
     ``stats.effective_ping_interval`` and ``stats.idle_cut_detected`` show it. ``False``:
     the warning only, the pings stay at ``ping_interval``."""
+    telemetry: TelemetryProvider | None = field(default=None, compare=False)
+    """Metrics and spans of the relay: ``trio_relay.OpenTelemetry()`` (needs
+    ``pip install 'trio_relay[otel]'``) sends them through OpenTelemetry. ``None``: no
+    telemetry, and the relay does no telemetry work at all."""
 
     def __repr__(self) -> str:
         # The generated repr minus the fields marked repr=False, plus the proxy with its

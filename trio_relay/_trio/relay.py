@@ -37,6 +37,7 @@ from .._core.protocol import encode_request
 from .._core.request_ids import RequestIds
 from .._core.state import State
 from .._core.stats import RelayStats
+from .._core.telemetry import Telemetry
 from .._core.url import normalize_url
 from .adapter.plane import AdapterPlane
 from .adapter.streaming import StreamReply
@@ -74,7 +75,12 @@ class Relay:
         pipeline: InboundPipeline,
         acks: RelayAcks,
         stats: RelayStats,
+        name: str = "",
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self.name = name
+        """This relay in logs and telemetry: its gateway id, else its URL's host."""
+        self._telemetry = telemetry
         self._endpoint = Endpoint.from_url(normalize_url(url))
         self.url = str(self._endpoint) + self._endpoint.resource.split("?")[0]
         """The URL dialled, without user info or query (either may hold a secret)."""
@@ -114,7 +120,7 @@ class Relay:
             dormant_redial_delay=config.dormant_redial_delay,
             redial_hold_max=config.redial_hold_max,
         )
-        self._states = RelayStates(self._lifecycle, self._endpoint, self.url)
+        self._states = RelayStates(self._lifecycle, self._endpoint, self.url, name)
         self._mint = mint
         """A fresh bearer token per call: each dial (the HTTP routes share it)."""
         self._supervisor = Supervisor(
@@ -126,6 +132,8 @@ class Relay:
             stats=stats,
             identities=self._identities,
             mint=self._mint,
+            name=name,
+            telemetry=telemetry,
             hooks=ConnectionHooks(
                 on_open=self._connection_opened,
                 on_up=self._connection_up,
@@ -296,6 +304,8 @@ class Relay:
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         deadline = trio.current_time() + timeout
+        telemetry = self._telemetry
+        record = None if telemetry is None else telemetry.request_started(op, request_id)
         # The hot path is flat on purpose: every coroutine level between the caller
         # and the waiter is paid again each time the request's task is resumed.
         ready = self._ready(op, platform)
@@ -308,6 +318,8 @@ class Relay:
         else:
             outcome = ready  # a refusal: nothing is sent
         self.stats.requests["success" if outcome.success else _outcome_label(outcome)] += 1
+        if record is not None:
+            record.settled(outcome)
         return outcome
 
     def _encode_request(
@@ -375,6 +387,8 @@ class Relay:
             rtt = await conn.ping()
             if rtt is None:
                 raise ConnectionError("the connection ended before the pong")
+            if self._telemetry is not None:  # (the keepalive's pings: see Connection)
+                self._telemetry.ping_rtt(rtt)
             return rtt
         raise TimeoutError(f"no pong within {limit:g} s")
 
@@ -397,6 +411,7 @@ class Relay:
                 "relay %s: no going_idle_ack within %g s; keeping the connection",
                 self._endpoint,
                 timeout,
+                extra={"relay": self.name},
             )
         return False
 
@@ -481,7 +496,10 @@ class Relay:
         end: ConnectionEnd | None = conn.end_info
         assert end is not None
         if not end.by_us:
-            self.stats.drops[end.cause.split(":")[0]] += 1
+            cause = end.cause.split(":")[0]
+            self.stats.drops[cause] += 1
+            if self._telemetry is not None:
+                self._telemetry.dropped(cause)
         self._supervisor.link_ended(end, trio.current_time() - conn.ws.last_received)
         self.stats.last_close_code = end.code
         self.stats.last_close_reason = end.reason

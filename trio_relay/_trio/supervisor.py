@@ -21,10 +21,13 @@ from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Change, Lifecycle, Redial, RedialWait
 from .._core.state import State
 from .._core.stats import RelayStats, counted_task
+from .._core.telemetry import DialRecord, Telemetry
 from .._core.token import mint_token
+from .connection.connection import Connection
 from .connection.serve import ConnectionHooks, serve_connection
 from .link.dial import Endpoint
 from .link.ends import ABNORMAL
+from .log_fields import RELAY_NAME
 
 logger = logging.getLogger("trio_relay")
 
@@ -83,6 +86,9 @@ class Supervisor:
     hooks: ConnectionHooks
     idle_cut: IdleCut
     hold_changed: HoldChanged = field(default_factory=HoldChanged)
+    name: str = ""
+    """The relay's name in logs and telemetry."""
+    telemetry: Telemetry | None = None
 
     def link_ended(self, end: ConnectionEnd, silence: float) -> None:
         """A served link ended (the relay's ``on_end`` hook, before :meth:`run` asks the
@@ -106,23 +112,34 @@ class Supervisor:
         # One coroutine level: the loop runs here, not in a helper it awaits (each level
         # of this task's await chain is held by every idle relay for its whole life).
         with counted_task(self.stats), shield or _no_shield():
+            # Every record logged by this task and the connections' tasks names the relay.
+            RELAY_NAME.set(self.name)
             lifecycle = self.lifecycle
             await self._wait_to_dial(0.0)  # a hold placed before the first dial holds it
+            telemetry = self.telemetry
             while not lifecycle.closing:
                 interval = self.idle_cut.ping_interval
-                end = await serve_connection(
-                    endpoint=self.endpoint,
-                    # The connection pings at the interval of its config: the adapted
-                    # one once an idle cut was learned.
-                    config=self.config
-                    if interval == self.config.ping_interval
-                    else replace(self.config, ping_interval=interval),
-                    dialer=self.dialer,
-                    stats=self.stats,
-                    identities=self.identities,
-                    mint_token=self.mint,
-                    hooks=self.hooks,
-                )
+                dial = None if telemetry is None else telemetry.dial_started()
+                try:
+                    end = await serve_connection(
+                        endpoint=self.endpoint,
+                        # The connection pings at the interval of its config: the
+                        # adapted one once an idle cut was learned.
+                        config=self.config
+                        if interval == self.config.ping_interval
+                        else replace(self.config, ping_interval=interval),
+                        dialer=self.dialer,
+                        stats=self.stats,
+                        identities=self.identities,
+                        mint_token=self.mint,
+                        hooks=self.hooks if dial is None else _reporting_up(self.hooks, dial),
+                    )
+                except BaseException:
+                    if dial is not None:
+                        dial.ended(None)  # cancelled: the relay is closing
+                    raise
+                if dial is not None:
+                    dial.ended(end)
                 self.stats.last_end_cause = end.cause
                 step, changes = lifecycle.after(end)
                 for change in changes:
@@ -130,7 +147,10 @@ class Supervisor:
                 if not isinstance(step, Redial):
                     if step.state is State.REVOKED:
                         logger.warning(
-                            "relay %s: %s; not dialling again", self.endpoint, step.cause
+                            "relay %s: %s; not dialling again",
+                            self.endpoint,
+                            step.cause,
+                            extra={"cause": step.cause, "close_code": end.code},
                         )
                     return
                 logger.log(
@@ -139,6 +159,11 @@ class Supervisor:
                     self.endpoint,
                     step.note,
                     step.delay,
+                    extra={
+                        "cause": end.cause,
+                        "close_code": end.code,
+                        "next_attempt_s": step.delay,
+                    },
                 )
                 await self._wait_to_dial(step.delay)
 
@@ -161,3 +186,14 @@ class Supervisor:
         if wait.held:
             logger.info("relay %s: redial hold over; dialling now", self.endpoint)
 
+
+
+def _reporting_up(hooks: ConnectionHooks, dial: DialRecord) -> ConnectionHooks:
+    """``hooks`` whose ``on_up`` also ends the dial's record (the handshake is done)."""
+    on_up = hooks.on_up
+
+    def up(conn: Connection) -> None:
+        dial.up()
+        on_up(conn)
+
+    return replace(hooks, on_up=up)

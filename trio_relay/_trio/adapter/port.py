@@ -22,6 +22,8 @@ class RelayPort(Protocol):
 
     descriptors: dict[str, Descriptor]
     default_platform: str | None
+    name: str
+    """The relay's name, in the adapter's log records (called from the user's tasks too)."""
 
     async def request(
         self,

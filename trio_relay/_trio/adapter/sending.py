@@ -59,6 +59,7 @@ async def send_pieces(
                 index + 1,
                 len(pieces),
                 outcome.error,
+                extra={"relay": relay.name, "cause": outcome.code},
             )
             break
     return outcomes

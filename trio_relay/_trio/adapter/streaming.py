@@ -410,7 +410,8 @@ class StreamReply:
         if outcome.ambiguous:
             # Maybe on screen already: never sent again. What follows is a new message.
             logger.warning(
-                "stream_reply to %s: a send was ambiguous (%s)", self.chat_id, outcome.error
+                "stream_reply to %s: a send was ambiguous (%s)", self.chat_id, outcome.error,
+                extra={"relay": self._relay.name, "cause": outcome.code},
             )
             self._text_visible()
             if consumed is not None:
@@ -420,7 +421,8 @@ class StreamReply:
         if outcome.code not in _RETRYABLE:
             self.failed = outcome
             self._typing_off.set()  # nothing more will show
-            logger.warning("stream_reply to %s stopped: %s", self.chat_id, outcome.error)
+            logger.warning("stream_reply to %s stopped: %s", self.chat_id, outcome.error,
+                           extra={"relay": self._relay.name, "cause": outcome.code})
         return False
 
     def _text_visible(self) -> None:
@@ -450,7 +452,8 @@ class StreamReply:
         if outcome.success:
             self._shown = content
         else:
-            logger.warning("stream_reply to %s: an edit failed (%s)", self.chat_id, outcome.error)
+            logger.warning("stream_reply to %s: an edit failed (%s)", self.chat_id, outcome.error,
+                           extra={"relay": self._relay.name, "cause": outcome.code})
 
     def _units(self, text: str) -> int:
         return text_length(text, self._len_unit)
