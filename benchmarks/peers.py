@@ -19,6 +19,7 @@ from __future__ import annotations
 import abc
 import itertools
 import json
+import time
 import urllib.parse
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -88,6 +89,9 @@ class PeerClient(abc.ABC):
         self.connects = 0
         self.drops = 0
         self.dial_failures = 0
+        self.seen_at: float | None = None
+        """``time.monotonic()`` when the reader last saw its connection end (for
+        redial_steps.py: how soon a plain Trio socket read notices a reset)."""
 
     @property
     def connected(self) -> bool:
@@ -215,7 +219,7 @@ class WebsocketsTrioClient(PeerClient):
                 message = await ws.recv()
                 self._feed(message if isinstance(message, str) else message.decode())
         except ConnectionClosed:
-            pass
+            self.seen_at = time.monotonic()
         finally:
             scope.cancel()
 
@@ -287,9 +291,10 @@ class WsprotoClient(PeerClient):
                     elif isinstance(event, wse.CloseConnection):
                         return
                 if not data:
+                    self.seen_at = time.monotonic()
                     return
         except _SESSION_ENDS:
-            pass
+            self.seen_at = time.monotonic()
         finally:
             scope.cancel()
 
