@@ -28,6 +28,7 @@ from trio_relay._core.frames import (
     PassthroughFrame,
 )
 from trio_relay._core.passthrough import PassthroughForward
+from trio_relay._core.settings import InboundSettings
 from trio_relay._core.stats import RelayStats
 from trio_relay._trio.inbound.pipeline import DeadLetter, InboundPipeline
 
@@ -168,13 +169,15 @@ async def running(
     **config: Any,
 ) -> AsyncIterator[Harness]:
     stats = RelayStats()
-    def send_ack(buffer_id: str, on_written: Callable[[], None]) -> bool:
-        return h.send_ack(buffer_id, on_written)
+    class Acks:  # the pipeline's AckSender: the harness below, made after the pipeline
+        def send_ack(self, buffer_id: str, on_written: Callable[[], None]) -> bool:
+            return h.send_ack(buffer_id, on_written)
 
     pipeline = InboundPipeline(
-        config=RelayConfig(**config), stats=stats, on_message=on_message,
+        settings=InboundSettings.from_config(RelayConfig(**config)),
+        stats=stats, on_message=on_message,
         on_interrupt=on_interrupt, on_passthrough=on_passthrough,
-        on_dead_letter=on_dead_letter, send_ack=send_ack,
+        on_dead_letter=on_dead_letter, acks=Acks(),
     )
     h = Harness(pipeline=pipeline, stats=stats)
     async with trio.open_nursery() as nursery:

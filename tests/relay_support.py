@@ -27,8 +27,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from trio_relay import Outcome, Relay, RelayConfig, State, open_relay
-from trio_relay._trio.state_feed import StateChanges
+from trio_relay import Outcome, Relay, RelayConfig, State, StateChanges, open_relay
 from trio_relay.testing import FaultDialer, ReferenceConnector
 
 LADDER = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0)

@@ -24,6 +24,7 @@ from ._trio.adapter.streaming import StreamReply
 from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
+from ._trio.state_feed import StateChanges
 from ._trio.stores.redis import RedisDedupeStore
 from ._trio.stores.sqlite import SqliteDedupeStore
 from .http._stall import StreamStalled
@@ -59,6 +60,7 @@ __all__ = [
     "Source",
     "SqliteDedupeStore",
     "State",
+    "StateChanges",
     "StreamReply",
     "StreamStalled",
     "UpgradeAuth",

@@ -28,11 +28,11 @@ def relay_objects() -> Counter[str]:
 
     The ``Relay`` handle itself is left out on purpose: its caller may keep it (and so
     may a log handler holding a handler failure's traceback, as pytest's does)."""
+    from trio_relay._core.protocol import RelayProtocol, Request
     from trio_relay._trio.connection.connection import Connection
-    from trio_relay._trio.connection.waiters import Waiter
     from trio_relay._trio.link.websocket import WebSocket
 
-    kinds: tuple[type, ...] = (Connection, Waiter, WebSocket)
+    kinds: tuple[type, ...] = (Connection, RelayProtocol, Request, WebSocket)
     gc.collect()
     found: Counter[str] = Counter()
     for obj in gc.get_objects():

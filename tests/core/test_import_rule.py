@@ -191,6 +191,6 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_no_import_cycle_in_the_package() -> None:
     graph = _import_graph()
-    # The walk resolves relative imports (``from ..._core.config import ...``).
-    assert "trio_relay._core.config" in graph["trio_relay._trio.inbound.pipeline"]
+    # The walk resolves relative imports (``from ..._core.settings import ...``).
+    assert "trio_relay._core.settings" in graph["trio_relay._trio.inbound.pipeline"]
     assert _cycles(graph) == []

@@ -3,14 +3,12 @@ reference connector (docs/protocol.md, "Going idle")."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import trio
 
 from trio_relay import MessageEvent, PassthroughForward, Relay, RelayConfig, open_relay
 from trio_relay._core.frames import GoingIdle
-from trio_relay._trio.adapter.plane import bind_relay
 from trio_relay.testing import open_connector
 
 
@@ -50,28 +48,6 @@ async def test_handlers_may_take_the_relay() -> None:
         ("passthrough", "/hook"),
     ]
     assert connector.outbound[0].action["content"] == "echo hi"
-
-
-def test_bind_relay_decides_from_the_signature() -> None:
-    marker = object()
-
-    async def one(event: object) -> None: ...
-    async def two(event: object, relay: object) -> None: ...
-    async def star(*args: object) -> None: ...
-    async def keyword_only(event: object, *, relay: object = None) -> None: ...
-
-    class Handler:
-        async def __call__(self, event: object, relay: object) -> None: ...
-
-    get = lambda: marker  # noqa: E731
-    assert bind_relay(one, 1, get) is one
-    assert bind_relay(star, 1, get) is star
-    assert bind_relay(keyword_only, 1, get) is keyword_only
-    assert bind_relay(None, 1, get) is None
-    assert bind_relay(two, 1, get) is not two
-    assert bind_relay(Handler(), 1, get) is not None
-    partial = functools.partial(two, "fixed")
-    assert bind_relay(partial, 1, get) is partial  # takes one argument now
 
 
 async def test_leaving_the_block_goes_idle_first() -> None:

@@ -12,46 +12,9 @@ import trio.testing
 
 import trio_relay
 from trio_relay import Identity, RelayConfig, State
-from trio_relay.testing import FaultDialer, default_descriptor, live_tasks, open_connector
+from trio_relay.testing import default_descriptor, live_tasks, open_connector
 
 SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
-
-
-async def test_a_result_for_a_frame_not_yet_written_is_rejected() -> None:
-    """A connector that answers a request before its frame has left (a guessed id)
-    must not settle it: the forgery is counted and ignored, the real answer wins."""
-    dialer = FaultDialer()
-    config = RelayConfig(dialer=dialer, close_timeout=0.2)
-    async with open_connector() as connector, trio_relay.open_relay(
-        connector.url, config=config
-    ) as relay:
-        await relay.wait_connected(5)
-        dialer.hold_writes()  # the socket takes no more bytes: frames stay with us
-        outcomes: list[trio_relay.Outcome] = []
-
-        async def one() -> None:
-            outcomes.append(await relay.request(SEND))
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(one)  # its frame goes out first; the write blocks
-            await trio.testing.wait_all_tasks_blocked()
-            nursery.start_soon(one)  # queued behind it: not a byte of it has left
-            await trio.testing.wait_all_tasks_blocked()
-            conn = relay._conn
-            assert conn is not None
-            unsent = [w.request_id for w in conn.waiters.values() if not w.may_have_left]
-            assert len(unsent) == 1
-            forged = {"type": "outbound_result", "requestId": unsent[0],
-                      "result": {"success": True, "forged": True}}
-            await connector.inject_raw(json.dumps(forged) + "\n")
-            with trio.fail_after(5):
-                while relay.stats.frames_rejected < 1:
-                    await trio.sleep(0.001)
-            assert outcomes == []  # nothing settled by the forgery
-            dialer.release_writes()
-    assert len(outcomes) == 2
-    assert all(o.success and "forged" not in (o.result or {}) for o in outcomes), outcomes
-    assert relay.stats.frames_rejected == 1
 
 
 @pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])

@@ -162,11 +162,8 @@ def through_websocket(tail: bytes, cuts: list[int]) -> Seen:
                 break
             await ws.flush()
         await ws.flush()
-        protocol = ws._protocol
-        rcvd, sent = _closes(protocol)
-        failure = None if protocol.parser_exc is None else type(protocol.parser_exc).__name__
         answers = client_frames(bytes(stream.sent[written_before:]))
-        return Seen(payloads, answers, rcvd, sent, failure)
+        return Seen(payloads, answers, ws.close_received, ws.close_sent, ws.protocol_failure)
 
     return trio.run(main)
 

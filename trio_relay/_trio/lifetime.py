@@ -3,9 +3,15 @@
 ::
 
     open_relay()                    relay nursery
-     ├── supervisor                 dial → serve → ask the lifecycle → wait → dial
-     │    └── connection nursery    reader, writer, pinger (see connection.py)
-     └── inbound pipeline           handlers, never on the reader (see inbound.py)
+     ├── supervisor                 dial → serve (and run the connection's timer)
+     │    │                         → ask the lifecycle → wait → dial
+     │    └── connection nursery    reader; writer only during a burst
+     │                              (see connection/connection.py)
+     └── inbound pipeline           handlers, never on the reader (see inbound/pipeline.py)
+
+The parts are made in order, each given the ones it uses: the token minter, the
+connector's HTTP routes, the acks (where the pipeline's acks leave), the pipeline, the
+relay (which points the acks at each new connection).
 
 Leaving the ``async with`` block stops new requests, drains in-flight ones for at most
 ``drain_timeout``, closes the socket with 1000 and cancels the rest, so no task outlives
@@ -24,8 +30,10 @@ from .._core.event import MessageEvent
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
+from .._core.settings import InboundSettings, RoutesSettings
 from .._core.stats import RelayStats
 from .adapter.plane import bind_relay
+from .inbound.acks import RelayAcks
 from .inbound.pipeline import (
     DeadLetterHandler,
     InboundPipeline,
@@ -38,6 +46,7 @@ from .routes.client import ConnectorHttp
 from .routes.media import RelayMedia, with_media_downloads
 from .routes.policy import declare_policy
 from .supervisor import TASK_NAME as SUPERVISOR_TASK
+from .supervisor import token_minter
 
 DEFAULT_IDENTITIES = (Identity("relay", ""),)
 """Without ``identities``: one, for platform ``relay`` (immutable: one for all relays)."""
@@ -76,9 +85,11 @@ async def open_relay(
     config = config or RelayConfig()
     stats = RelayStats()
     late = _Late()
+    mint = token_minter(auth, config.wall_clock)  # a fresh token per dial and per route call
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
-    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), late.mint, config)
-    media = RelayMedia(routes_http, config)
+    routes = RoutesSettings.from_config(config)
+    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, routes)
+    media = RelayMedia(routes_http, routes)
     # Handlers may take the relay as one more argument (``async def on_message(event,
     # relay)``); decided once, here, from the user's own signature, before any
     # wrapper hides it.
@@ -86,22 +97,24 @@ async def open_relay(
     if config.download_media and message_handler is not None:
         message_handler = with_media_downloads(message_handler, media)
 
+    acks = RelayAcks(stats)
     pipeline = InboundPipeline(
-        config=config,
+        settings=InboundSettings.from_config(config),
         stats=stats,
         on_message=message_handler,
         on_interrupt=bind_relay(on_interrupt, 2, late.get_relay),
         on_passthrough=bind_relay(on_passthrough, 1, late.get_relay),
         on_dead_letter=on_dead_letter,
-        send_ack=late.send_ack,
+        acks=acks,
         namespace=auth.gateway_id if auth is not None else "",
     )
     relay = late.relay = Relay(
         url,
         identities=identities if identities is not None else DEFAULT_IDENTITIES,
-        auth=auth,
+        mint=mint,
         config=config,
         pipeline=pipeline,
+        acks=acks,
         stats=stats,
     )
     relay.media = media
@@ -151,10 +164,10 @@ async def open_relay(
 
 
 class _Late:
-    """What open_relay hands to the parts it builds before the relay (and its nursery)
-    exist: the pipeline's acks and start, the HTTP routes' tokens, handlers that take
-    the relay. Bound methods of one slotted object: a closure for each would cost about
-    200 bytes in every relay, for its whole life."""
+    """What only exists once the relay and its nursery do: the relay that handlers
+    taking it get (the handlers are the pipeline's, made before the relay), and the
+    nursery the relay's tasks start in. Bound methods of one slotted object: a closure
+    for each would cost about 200 bytes in every relay, for its whole life."""
 
     __slots__ = ("nursery", "relay", "shields")
 
@@ -166,12 +179,6 @@ class _Late:
     def get_relay(self) -> Relay:
         assert self.relay is not None  # handlers run only once the relay exists
         return self.relay
-
-    def send_ack(self, buffer_id: str, on_written: Callable[[], None]) -> bool:
-        return self.relay is not None and self.relay._send_ack(buffer_id, on_written)
-
-    def mint(self) -> str | None:
-        return self.relay._mint() if self.relay is not None else None
 
     def start_shielded(
         self, task: Callable[[trio.CancelScope], Awaitable[None]], name: str

@@ -2,14 +2,19 @@
 
 The relay's state and every decision about redialling belong to the pure
 ``_core/lifecycle.py``; ``supervisor.py`` carries them out; this module is the handle:
-requests, pings, going idle or dormant, the state API, and the hooks each connection
-calls as it opens, comes up and ends.
+requests, pings, going idle or dormant, and the hooks each connection calls as it opens,
+comes up and ends. The relay holds its parts and delegates to them: the state API to
+:class:`~.state_feed.RelayStates`, the adapter methods (``send_text``, ``stream_reply``,
+``ask``, ``typing``, ``descriptor_for``) to :class:`~.adapter.plane.AdapterPlane`, which
+sees the relay only as its narrow ``RelayPort``; inbound acks leave through
+:class:`~.inbound.acks.RelayAcks`, which the relay points at the newest connection.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import trio
@@ -18,32 +23,33 @@ from .._core import outcome as _outcome
 from .._core.backoff import Backoff
 from .._core.close import NORMAL_CLOSE_CODE, ConnectionEnd
 from .._core.codec import encode_wire
-from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.config import Identity, RelayConfig
 from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.errors import InsecureURLError
 from .._core.frames import Interrupt
 from .._core.lifecycle import Lifecycle
 from .._core.outcome import Outcome
+from .._core.prompts import OptionSpec, PromptAnswer
+from .._core.protocol import encode_request
 from .._core.request_ids import RequestIds
 from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.url import normalize_url
-from .adapter.methods import AdapterMethods
 from .adapter.plane import AdapterPlane
+from .adapter.streaming import StreamReply
 from .connection.connection import Connection
 from .connection.serve import ConnectionHooks
-from .inbound.acks import TrackedAck
+from .inbound.acks import RelayAcks
 from .inbound.pipeline import InboundPipeline
 from .link.dial import Endpoint
 from .routes.media import RelayMedia
-from .state_feed import StateFeed
-from .state_methods import StateMethods
-from .supervisor import Supervisor, token_minter
+from .state_feed import RelayStates, StateChanges
+from .supervisor import Supervisor
 
 logger = logging.getLogger("trio_relay")
 
 
-class Relay(StateMethods, AdapterMethods):
+class Relay:
     """A handle on one relay; get it from :func:`open_relay`.
 
     ``state``, ``descriptors`` and ``stats`` are live views. ``request`` is safe to
@@ -59,9 +65,10 @@ class Relay(StateMethods, AdapterMethods):
         url: str,
         *,
         identities: Sequence[Identity],
-        auth: UpgradeAuth | None,
+        mint: Callable[[], str | None],
         config: RelayConfig,
         pipeline: InboundPipeline,
+        acks: RelayAcks,
         stats: RelayStats,
     ) -> None:
         self._endpoint = Endpoint.from_url(normalize_url(url))
@@ -75,7 +82,8 @@ class Relay(StateMethods, AdapterMethods):
         self._bot_ids = {identity.platform: identity.bot_id for identity in identities}
         self._config = config
         self._pipeline = pipeline
-        self._last_ack: TrackedAck | None = None
+        self._acks = acks
+        """Where the pipeline's acks leave: pointed at the newest open connection."""
         self._adapter = AdapterPlane(config, self._bot_ids)
         self.routes = self._adapter.routes
         """Per-chat routing metadata learned from inbound; ``routes.prime(source)``
@@ -86,7 +94,7 @@ class Relay(StateMethods, AdapterMethods):
         self._conn: Connection | None = None
         """The connection requests go to: open, handshake done."""
         self._newest: Connection | None = None
-        """The newest open connection, handshake done or not (acks may use it)."""
+        """The newest open connection, handshake done or not (acks go on it)."""
         self.descriptors: dict[str, Descriptor] = {}
         self.default_platform: str | None = None
         self._request_ids = RequestIds()
@@ -98,12 +106,12 @@ class Relay(StateMethods, AdapterMethods):
             rng=config.rng,
         )
         self._lifecycle = Lifecycle(backoff, dormant_redial_delay=config.dormant_redial_delay)
-        self._feed = StateFeed(self._lifecycle.state)
-        self._mint = token_minter(auth, config.wall_clock)
-        """A fresh bearer token per call: each dial, and each HTTP route request."""
+        self._states = RelayStates(self._lifecycle, self._endpoint, self.url)
+        self._mint = mint
+        """A fresh bearer token per call: each dial (the HTTP routes share it)."""
         self._supervisor = Supervisor(
             lifecycle=self._lifecycle,
-            publish=self._publish,
+            publish=self._states.publish,
             endpoint=self._endpoint,
             config=config,
             stats=stats,
@@ -119,6 +127,97 @@ class Relay(StateMethods, AdapterMethods):
 
     def __repr__(self) -> str:
         return f"<Relay {self._endpoint} state={self.state.value}>"
+
+    # --- state (delegated to RelayStates) ----------------------------------------------
+
+    @property
+    def state(self) -> State:
+        """The relay's state now (a live view)."""
+        return self._states.state
+
+    def state_changes(self) -> StateChanges:
+        """Every state change from now on, as ``(old, new, cause)``::
+
+            async for old, new, cause in relay.state_changes():
+                ...
+
+        Each call is a subscriber of its own; it ends after the change into ``CLOSED``.
+        Publishing never waits for a subscriber: one that falls more than 64 changes
+        behind loses the oldest, and the next change it reads starts from the state it
+        last saw, with a cause saying how many it missed.
+        """
+        return self._states.subscribe()
+
+    async def wait_state(self, *states: State, timeout: float | None = None) -> State:
+        """Wait until the relay is in one of ``states`` (at once if it is); returns it.
+
+        Raises ``TimeoutError`` after ``timeout`` seconds, and :class:`RelayRevoked` or
+        :class:`RelayClosed` as soon as none of ``states`` can be reached any more.
+        """
+        return await self._states.wait_state(frozenset(states), timeout)
+
+    async def wait_connected(self, timeout: float | None = None) -> None:
+        """Wait until a connection is up (handshake done).
+
+        Raises ``TimeoutError`` after ``timeout`` seconds, :class:`RelayRevoked` if the
+        connector revoked us, :class:`RelayClosed` once the relay is closed.
+        """
+        await self._states.wait_connected(timeout)
+
+    # --- the adapter plane (delegated to AdapterPlane) ---------------------------------
+
+    def descriptor_for(self, chat_id: str) -> Descriptor | None:
+        """The descriptor of the platform ``chat_id`` lives on (from its inbound, or
+        ``routes.prime``); the default platform's for a chat never heard from;
+        ``None`` before the first descriptor."""
+        return self._adapter.descriptor_for(self, chat_id)
+
+    async def send_text(
+        self, chat_id: str, text: str, *, reply_to: str | None = None
+    ) -> list[Outcome]:
+        """Send ``text`` to ``chat_id`` in as many messages as its platform's
+        ``max_message_length`` needs (cut at paragraphs, lines, words; see
+        :meth:`Descriptor.split_text`), in order, ``reply_to`` on the first. Returns one
+        outcome a piece sent; after a piece fails, the rest is not sent (the outcomes
+        end there). An empty text sends nothing."""
+        return await self._adapter.send_text(self, chat_id, text, reply_to=reply_to)
+
+    def stream_reply(
+        self, chat_id: str, *, reply_to: str | None = None
+    ) -> AbstractAsyncContextManager[StreamReply]:
+        """``async with relay.stream_reply(chat_id) as reply: await reply.write(chunk)``:
+        typing until the first text, then one message edited as the text grows (at most
+        every ``config.edit_interval`` s), a new message when one is full, a final edit
+        on exit; one message per piece where the platform cannot edit. See
+        :class:`StreamReply` for ``message_ids``, ``outcomes`` and ``failed``."""
+        return self._adapter.stream_reply(self, chat_id, reply_to=reply_to)
+
+    async def ask(
+        self,
+        chat_id: str,
+        question: str,
+        options: Iterable[OptionSpec],
+        *,
+        kind: str = "approval",
+        timeout: float | None = 60.0,
+        reply_to: str | None = None,
+    ) -> PromptAnswer | None:
+        """Ask ``question`` in ``chat_id`` and wait for the answer, at most ``timeout``
+        seconds (``None``: no limit). ``options`` are ``(id, label)`` pairs (or labels,
+        dicts, :class:`PromptOption`); ``kind`` is ``approval``, ``clarify`` or
+        ``choice``. Native buttons (the ``prompt`` op) where the platform advertises
+        them, else a numbered list answered by a reply. Returns the
+        :class:`PromptAnswer` (option, label, the answering user's source), or ``None``
+        at the timeout or when the question could not be sent. The answer is consumed:
+        it never reaches ``on_message``."""
+        return await self._adapter.ask(
+            self, chat_id, question, options, kind=kind, timeout=timeout, reply_to=reply_to
+        )
+
+    async def typing(self, chat_id: str, *, status: str | None = None) -> Outcome:
+        """Show the typing indicator in ``chat_id``; ``status`` sets a persistent status
+        text where the platform has one (Slack), and ``status=""`` clears it."""
+        return await self._adapter.typing(self, chat_id, status=status)
 
     # --- requests --------------------------------------------------------------------
 
@@ -168,32 +267,18 @@ class Relay(StateMethods, AdapterMethods):
     def _encode_request(
         self, action: Mapping[str, Any], platform: str | None, routed_bot_id: str | None = None
     ) -> tuple[str, bytes, str]:
-        # (A dict first: isinstance against the Mapping ABC is the slow path.)
-        if (type(action) is not dict and not isinstance(action, Mapping)) or not isinstance(
-            action.get("op"), str
-        ):
-            raise TypeError("action must be a mapping with a string 'op', e.g. {'op': 'send', ...}")
         if platform is not None and platform not in self._bot_ids:
             raise ValueError(
                 f"no identity for platform {platform!r}; configured: {sorted(self._bot_ids)}"
             )
-        request_id = self._request_ids.next()
-        frame: dict[str, Any] = {"type": "outbound", "requestId": request_id, "action": action}
-        if platform is not None:
-            frame["platform"] = platform
-            bot_id = routed_bot_id or self._bot_ids[platform]
-            if bot_id:
-                frame["botId"] = bot_id
-        try:
-            line = encode_wire(frame)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"action is not JSON-serialisable: {exc}") from None
-        size = len(line)
-        if size > self._config.max_message_bytes:
-            raise ValueError(
-                f"action encodes to {size} bytes, over max_message_bytes "
-                f"({self._config.max_message_bytes}); split it or raise the limit"
-            )
+        bot_id = None if platform is None else routed_bot_id or self._bot_ids[platform]
+        request_id, line = encode_request(
+            self._request_ids,
+            action,
+            platform=platform,
+            bot_id=bot_id,
+            max_message_bytes=self._config.max_message_bytes,
+        )
         return request_id, line, str(action["op"])
 
     def _ready(self, op: str, platform: str | None) -> Connection | Outcome | None:
@@ -226,7 +311,7 @@ class Relay(StateMethods, AdapterMethods):
                 ready = self._ready(op, platform)
                 if ready is not None:
                     return ready
-                await self._feed.changed()
+                await self._states.feed.changed()
         return _outcome.timed_out(timeout, written=False)
 
     async def ping(self, timeout: float | None = None) -> float:
@@ -280,23 +365,13 @@ class Relay(StateMethods, AdapterMethods):
         await conn.close(NORMAL_CLOSE_CODE, "dormant", "went dormant", by_us=True)
         return True
 
-    # --- inbound plumbing ------------------------------------------------------------
-
-    def _send_ack(self, buffer_id: str, on_written: Callable[[], None]) -> bool:
-        # The newest open socket, handshake done or not: the connector replays buffered
-        # deliveries right after its descriptor, before we count ourselves connected.
-        conn = self._newest
-        ack = TrackedAck(buffer_id, on_written)
-        if conn is None or not (conn.is_open and conn.outbox.put(ack)):
-            return False
-        self._last_ack = ack
-        self.stats.acks_sent += 1
-        return True
-
     # --- connection hooks (called synchronously by the connection) ----------------
 
     def _connection_opened(self, conn: Connection) -> None:
-        self._newest = conn
+        # Acks go on the newest open socket, handshake done or not: the connector
+        # replays buffered deliveries right after its descriptor, before we count
+        # ourselves connected.
+        self._newest = self._acks.link = conn
 
     def _connection_up(self, conn: Connection) -> None:
         # Up on the first descriptor: the connection's dict is shared, so descriptors
@@ -305,7 +380,8 @@ class Relay(StateMethods, AdapterMethods):
         self.default_platform = next(iter(descriptors), None)
         self.stats.connects += 1
         self._conn = conn
-        self._publish(self._lifecycle.link_up(f"handshake done, platforms {sorted(descriptors)}"))
+        up = self._lifecycle.link_up(f"handshake done, platforms {sorted(descriptors)}")
+        self._states.publish(up)
 
     def _connection_ended(self, conn: Connection) -> None:
         # Called synchronously by whichever task saw the end, so that requests made
@@ -317,10 +393,10 @@ class Relay(StateMethods, AdapterMethods):
         self.stats.last_close_code = end.code
         self.stats.last_close_reason = end.reason
         if self._newest is conn:
-            self._newest = None
+            self._newest = self._acks.link = None
         if self._conn is conn:
             self._conn = None
-            self._publish(self._lifecycle.link_lost(end))
+            self._states.publish(self._lifecycle.link_lost(end))
 
     # --- shutdown --------------------------------------------------------------------
 
@@ -343,7 +419,7 @@ class Relay(StateMethods, AdapterMethods):
                 if conn is not None:
                     drains.start_soon(conn.wait_drained)
         if conn is not None:
-            last_ack = self._last_ack
+            last_ack = self._acks.last
             if last_ack is not None and conn.is_open:
                 # Acks of handlers that finished in the drain leave before the close.
                 with trio.move_on_after(self._config.close_timeout):
@@ -353,7 +429,7 @@ class Relay(StateMethods, AdapterMethods):
 
     def _closed(self) -> None:
         if self.state is not State.CLOSED:
-            self._publish(self._lifecycle.close())
+            self._states.publish(self._lifecycle.close())
 
 
 def _outcome_label(outcome: Outcome) -> str:

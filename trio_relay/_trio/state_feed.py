@@ -1,4 +1,6 @@
-"""State changes as an API: ``Relay.state_changes()`` and ``Relay.wait_state()``.
+"""The relay's state API: :class:`RelayStates`, which :class:`~trio_relay.Relay` holds
+and delegates ``state``, ``state_changes()``, ``wait_state()`` and ``wait_connected()``
+to, and the :class:`StateFeed` under it.
 
 Each subscriber gets every change from the moment it subscribed, in order, as
 ``(old, new, cause)``. Publishing never waits for a subscriber: each one has a bounded
@@ -13,14 +15,18 @@ current state. The iterator finishes after it has yielded the change into ``CLOS
 from __future__ import annotations
 
 import collections
+import logging
 import weakref
 from collections.abc import AsyncIterator
 
 import trio
 
 from .._core.errors import RelayClosed, RelayRevoked
-from .._core.lifecycle import Change, reachable
+from .._core.lifecycle import AUTH_ADVICE, Change, Lifecycle, reachable
 from .._core.state import State
+from .link.dial import Endpoint
+
+logger = logging.getLogger("trio_relay")
 
 BUFFERED_CHANGES = 64
 """Changes kept for a subscriber that is not reading; older ones are dropped."""
@@ -138,3 +144,65 @@ class StateFeed:
                 "a new relay"
             )
         raise RelayClosed("the relay is closed; open a new one")
+
+
+class RelayStates:
+    """The relay's state as an API: the current state (the lifecycle's), publishing a
+    change (logged, then fed to every subscriber), subscriptions and waits.
+
+    One per relay, held by it; the relay's state methods delegate here, so this is the
+    one place a change of state is announced.
+    """
+
+    __slots__ = ("_endpoint", "_lifecycle", "_url", "feed")  # no __dict__: one per relay
+
+    def __init__(self, lifecycle: Lifecycle, endpoint: Endpoint, url: str) -> None:
+        self._lifecycle = lifecycle
+        self._endpoint = endpoint
+        self._url = url
+        self.feed = StateFeed(lifecycle.state)
+
+    @property
+    def state(self) -> State:
+        return self._lifecycle.state
+
+    def publish(self, change: Change | None) -> None:
+        """Log ``change`` and feed it to every subscriber (``None``: nothing changed)."""
+        if change is None:
+            return
+        logger.info(
+            "relay %s: %s -> %s (%s)",
+            self._endpoint,
+            change.old.value,
+            change.new.value,
+            change.cause,
+        )
+        self.feed.publish(change)
+
+    def subscribe(self) -> StateChanges:
+        """See :meth:`Relay.state_changes`."""
+        return self.feed.subscribe()
+
+    async def wait_state(self, states: frozenset[State], timeout: float | None) -> State:
+        """See :meth:`Relay.wait_state`."""
+        return await self.feed.wait_for(states, timeout)
+
+    async def wait_connected(self, timeout: float | None) -> None:
+        """See :meth:`Relay.wait_connected`."""
+        try:
+            await self.feed.wait_for(frozenset({State.CONNECTED}), timeout)
+        except TimeoutError:
+            raise TimeoutError(self._not_connected_text(timeout)) from None
+
+    def _not_connected_text(self, timeout: float | None) -> str:
+        end = self._lifecycle.last_end
+        head = f"relay not connected within {timeout:g} s (state {self.state.value}"
+        if end is None:
+            return f"{head}, no attempt has ended yet); check that the connector is up"
+        if end.auth_refused:
+            close = f"{end.code} {end.reason or ''}".rstrip()
+            return f"{head}, last close {close}); {AUTH_ADVICE}"
+        return (
+            f"{head}, last attempt: {end.cause}); check the URL {self._url} and that the "
+            "connector is up"
+        )

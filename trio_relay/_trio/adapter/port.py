@@ -13,7 +13,6 @@ from typing import Any, Protocol
 
 from ..._core.descriptor import Descriptor
 from ..._core.outcome import Outcome
-from ..._core.routes import RouteTable
 
 __all__ = ["RelayPort"]
 
@@ -23,7 +22,6 @@ class RelayPort(Protocol):
 
     descriptors: dict[str, Descriptor]
     default_platform: str | None
-    routes: RouteTable
 
     async def request(
         self,

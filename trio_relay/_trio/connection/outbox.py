@@ -1,12 +1,13 @@
-"""The send side of one WebSocket: a queue of lines and the one task that writes them.
+"""What waits to be written on one WebSocket, and how a burst is packed into messages.
 
-Only the writer task ever sends on the socket, so no sender can interleave with
-another or find the socket half-written, and a sender never blocks on the network: it
-queues and moves on. The writer takes *everything* queued since its last write and
-packs it into as few WebSocket messages as the size limit allows. Trio pays a fixed cost
-per message (wsproto framing, a ``send_all``, a scheduler round trip), so under load
-this batching is what lets many requesters share one socket cheaply; under no load a
-batch is one line and costs one extra scheduler pass.
+A request writes its own frame when the socket takes bytes now (see
+``Connection.request``); everything else — a burst of requests, acks, pings' company,
+frames that found the socket busy — is queued here for a writer, which takes
+*everything* queued since its last write and packs it into as few WebSocket messages as
+the limits allow. Trio pays a fixed cost per message (framing, a ``send_all``, a
+scheduler round trip), so under load this batching is what lets many requesters share
+one socket cheaply. A sender never blocks on the network: it queues and moves on, and a
+stalled socket fills the box (``max_frames``), not our memory.
 
 The reference connector runs :meth:`Outbox.run_writer` (text lines, one send per
 message). The gateway's connection keeps its lines as UTF-8 ``bytes`` (encoded once,

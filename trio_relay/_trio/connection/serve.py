@@ -21,6 +21,7 @@ from ..._core.close import AUTH_CLOSE_CODE, ConnectionEnd
 from ..._core.config import Identity, RelayConfig
 from ..._core.dial_failure import Refusal, describe_error, proxy_refusal
 from ..._core.endpoint import ByteStream, Endpoint
+from ..._core.settings import ConnectionSettings
 from ..._core.stats import RelayStats
 from ..link.dial import ProxyRefused, connect
 from ..link.stream import SocketStream
@@ -105,7 +106,7 @@ async def serve_connection(
             conn = Connection(
                 ws=ws,
                 nursery=nursery,
-                config=config,
+                settings=ConnectionSettings.from_config(config),
                 stats=stats,
                 on_inbound=hooks.on_inbound,
                 on_end=hooks.on_end,

@@ -14,10 +14,10 @@ from typing import Literal
 
 import trio
 
-from ..._core.config import RelayConfig
 from ..._core.delivery import Delivery, GiveUp, after_failure
 from ..._core.event import MessageEvent
 from ..._core.handlers import DeadLetterHandler
+from ..._core.settings import InboundSettings
 from ..._core.stats import RelayStats
 from .dead_letters import hand_off
 from .keys import DeliveryKeys
@@ -31,16 +31,16 @@ class Failures:
     """The pipeline's answers to a handler that failed or was cancelled, and to a
     delivery that goes to the dead letters."""
 
-    __slots__ = ("_config", "_keys", "_on_dead_letter", "_stats")
+    __slots__ = ("_keys", "_max_attempts", "_on_dead_letter", "_stats")
 
     def __init__(
         self,
-        config: RelayConfig,
+        settings: InboundSettings,
         stats: RelayStats,
         keys: DeliveryKeys,
         on_dead_letter: DeadLetterHandler | None,
     ) -> None:
-        self._config = config
+        self._max_attempts = settings.max_delivery_attempts
         self._stats = stats
         self._keys = keys
         self._on_dead_letter = on_dead_letter
@@ -63,7 +63,7 @@ class Failures:
     ) -> float | None:
         self._stats.handler_failures += 1
         delivery.failures += 1
-        failures, limit = delivery.failures, self._config.max_delivery_attempts
+        failures, limit = delivery.failures, self._max_attempts
         what = "raised a Cancelled of a scope it does not own" if foreign_cancel else "failed"
         decision = after_failure(failures, limit)
         if isinstance(decision, GiveUp):

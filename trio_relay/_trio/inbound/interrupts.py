@@ -13,9 +13,9 @@ import logging
 
 import trio
 
-from ..._core.config import RelayConfig
 from ..._core.frames import InterruptInbound
 from ..._core.handlers import InterruptHandler
+from ..._core.settings import InboundSettings
 from ..._core.stats import RelayStats
 
 __all__ = ["InterruptRunner"]
@@ -30,12 +30,12 @@ class InterruptRunner:
     __slots__ = ("_cap", "_concurrency", "_handler", "_nursery", "_pending", "_slots", "_stats")
 
     def __init__(
-        self, handler: InterruptHandler | None, stats: RelayStats, config: RelayConfig
+        self, handler: InterruptHandler | None, stats: RelayStats, settings: InboundSettings
     ) -> None:
         self._handler = handler
         self._stats = stats
-        self._cap = config.max_inbound_queue
-        self._concurrency = config.max_concurrent_handlers
+        self._cap = settings.max_inbound_queue
+        self._concurrency = settings.max_concurrent_handlers
         self._pending = 0
         self._nursery: trio.Nursery | None = None
 

@@ -11,12 +11,12 @@ done with, and :class:`DeliveryKeys` is the one place that tells both and sends 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from ..._core.dedupe import Claim, DedupeSet
 from ..._core.dedupe_store import DedupeSession
 from ..._core.delivery import Delivery
 from ..._core.stats import RelayStats
+from .acks import AckSender
 
 __all__ = ["DeliveryKeys"]
 
@@ -25,23 +25,23 @@ logger = logging.getLogger("trio_relay")
 
 class DeliveryKeys:
     """Claims, commits and releases delivery keys in the local set and the store, and
-    acks. ``send_ack`` is the pipeline's (see :class:`~.inbound.InboundPipeline`).
+    acks through ``acks`` (the pipeline's; see :mod:`.acks` for the path an ack takes).
 
     The store session is attached once the pipeline has opened it (:meth:`attach`);
     before that only the local set is told, as nothing has reached the store yet.
     """
 
-    __slots__ = ("_dedupe", "_send_ack", "_stats", "_store")  # no __dict__: one per relay
+    __slots__ = ("_acks", "_dedupe", "_stats", "_store")  # no __dict__: one per relay
 
     def __init__(
         self,
         dedupe: DedupeSet,
         stats: RelayStats,
-        send_ack: Callable[[str, Callable[[], None]], bool],
+        acks: AckSender,
     ) -> None:
         self._dedupe = dedupe
         self._stats = stats
-        self._send_ack = send_ack
+        self._acks = acks
         self._store: DedupeSession | None = None
 
     async def attach(self, store: DedupeSession) -> None:
@@ -123,7 +123,7 @@ class DeliveryKeys:
                 dedupe.unpin(key)
 
         try:
-            sent = self._send_ack(buffer_id, written)
+            sent = self._acks.send_ack(buffer_id, written)
         except Exception:
             logger.exception("inbound: send_ack raised for bufferId=%s", buffer_id)
             return

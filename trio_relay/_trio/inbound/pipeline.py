@@ -53,7 +53,6 @@ from contextlib import nullcontext as _no_shield
 import trio
 
 from ..._core.backlog import LIVE_OVERFLOW_FACTOR
-from ..._core.config import RelayConfig
 from ..._core.dedupe import DedupeSet, dedupe_window
 from ..._core.dedupe_store import MemoryDedupeStore
 from ..._core.delivery import DeadLetter, Delivery, decode_delivery
@@ -66,8 +65,10 @@ from ..._core.handlers import (
     PassthroughHandler,
     PreHandler,
 )
+from ..._core.settings import InboundSettings
 from ..._core.stats import RelayStats, counted_task
 from ..stores.sqlite import SqliteDedupeStore
+from .acks import AckSender
 from .failures import Failures
 from .handler_call import HandlerCall
 from .interrupts import InterruptRunner
@@ -89,7 +90,7 @@ that raises is logged and the message goes on."""
 class InboundPipeline:
     """Runs the relay's inbound handlers (see the module docstring for the rules).
 
-    ``send_ack(buffer_id, on_written)`` queues an ``inbound_ack`` on the current
+    ``acks`` (an :class:`~.acks.AckSender`) queues each ``inbound_ack`` on the current
     connection and returns false if there is none; it must not block, and it calls
     ``on_written()`` once the ack has been handed to the socket. Until then the key
     stays pinned in the dedupe window.
@@ -99,7 +100,6 @@ class InboundPipeline:
     # No __dict__: one per relay, held for its whole life.
     __slots__ = (
         "_call_handler",
-        "_config",
         "_drain_began",
         "_draining",
         "_early",
@@ -113,6 +113,7 @@ class InboundPipeline:
         "_nursery",
         "_queue",
         "_running",
+        "_settings",
         "_slots",
         "_start",
         "_stats",
@@ -122,28 +123,28 @@ class InboundPipeline:
     def __init__(
         self,
         *,
-        config: RelayConfig,
+        settings: InboundSettings,
         stats: RelayStats,
         on_message: MessageHandler | None,
         on_interrupt: InterruptHandler | None,
         on_passthrough: PassthroughHandler | None,
         on_dead_letter: DeadLetterHandler | None,
-        send_ack: Callable[[str, Callable[[], None]], bool],
+        acks: AckSender,
         namespace: str = "",
     ) -> None:
-        self._config = config
+        self._settings = settings
         self._stats = stats
         self._call_handler = HandlerCall(on_message, on_passthrough)
         self._namespace = namespace
         window = dedupe_window(
-            config.dedupe_size, config.max_inbound_queue, config.max_concurrent_handlers
+            settings.dedupe_size, settings.max_inbound_queue, settings.max_concurrent_handlers
         )
         self._window = window
-        self._keys = DeliveryKeys(DedupeSet(window), stats, send_ack)
-        self._failures = Failures(config, stats, self._keys, on_dead_letter)
-        self._interrupts = InterruptRunner(on_interrupt, stats, config)
+        self._keys = DeliveryKeys(DedupeSet(window), stats, acks)
+        self._failures = Failures(settings, stats, self._keys, on_dead_letter)
+        self._interrupts = InterruptRunner(on_interrupt, stats, settings)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
-        self._queue = QueueGate(config.max_inbound_queue, stats)
+        self._queue = QueueGate(settings.max_inbound_queue, stats)
         self._running = 0
         # What only a pipeline that handles something needs is made when it does (an
         # idle relay keeps none of it): the handler slots by run(), the events by their
@@ -259,13 +260,13 @@ class InboundPipeline:
         before that are kept (within the queue bound) and admitted right after.
         """
         with shield or _no_shield(), counted_task(self._stats):
-            config = self._config
-            self._slots = trio.Semaphore(config.max_concurrent_handlers)
-            store = config.dedupe_store
+            settings = self._settings
+            self._slots = trio.Semaphore(settings.max_concurrent_handlers)
+            store = settings.dedupe_store
             if store is None:
                 store = (
-                    MemoryDedupeStore() if config.dedupe_path is None
-                    else SqliteDedupeStore(config.dedupe_path)
+                    MemoryDedupeStore() if settings.dedupe_path is None
+                    else SqliteDedupeStore(settings.dedupe_path)
                 )
             async with AsyncExitStack() as stack:
                 await self._keys.attach(await stack.enter_async_context(

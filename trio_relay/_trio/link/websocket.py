@@ -152,6 +152,25 @@ class WebSocket:
     # --- state -------------------------------------------------------------------------
 
     @property
+    def close_received(self) -> tuple[int, str] | None:
+        """The peer's close frame (code, reason), once one has come."""
+        close = self._protocol.close_rcvd
+        return None if close is None else (close.code, close.reason)
+
+    @property
+    def close_sent(self) -> tuple[int, str] | None:
+        """Our close frame (code, reason), once one has been framed."""
+        close = self._protocol.close_sent
+        return None if close is None else (close.code, close.reason)
+
+    @property
+    def protocol_failure(self) -> str | None:
+        """The kind of RFC 6455 violation that failed the connection (the parser's
+        exception class, e.g. ``"ProtocolError"``), or None."""
+        exc = self._protocol.parser_exc
+        return None if exc is None else type(exc).__name__
+
+    @property
     def can_send(self) -> bool:
         """Open for data frames (not closing, not ended, not broken)."""
         return self.end is None and not self.broken and self._protocol.state is _OPEN
@@ -179,15 +198,6 @@ class WebSocket:
     @property
     def has_pending(self) -> bool:
         return bool(self._pending)
-
-    @property
-    def pending_bytes(self) -> int:
-        return sum(len(chunk) for chunk in self._pending)
-
-    @property
-    def closing(self) -> bool:
-        """We sent our close frame (or the protocol failed the connection)."""
-        return self._protocol.close_sent is not None
 
     # --- receiving ---------------------------------------------------------------------
 
@@ -316,10 +326,6 @@ class WebSocket:
 
     def forget_ping(self, payload: bytes) -> None:
         self._pongs.pop(payload, None)
-
-    @property
-    def pings_outstanding(self) -> int:
-        return len(self._pongs)
 
     def send_close(self, code: int, reason: str) -> bool:
         """Frame our close frame; false if one was already sent or the socket is over."""

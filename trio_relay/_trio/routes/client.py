@@ -19,8 +19,8 @@ from urllib.parse import urljoin
 
 import trio
 
-from ..._core.config import RelayConfig
 from ..._core.media import ConnectorRoutes
+from ..._core.settings import RoutesSettings
 
 if TYPE_CHECKING:
     import httpx2
@@ -39,14 +39,14 @@ MAX_REDIRECTS = 5
 class ConnectorHttp:
     """One relay's client for its connector's HTTP routes; close with :meth:`aclose`."""
 
-    __slots__ = ("_client", "_config", "_mint", "routes")  # no __dict__: one per relay
+    __slots__ = ("_client", "_mint", "_settings", "routes")  # no __dict__: one per relay
 
     def __init__(
-        self, routes: ConnectorRoutes, mint: Callable[[], str | None], config: RelayConfig
+        self, routes: ConnectorRoutes, mint: Callable[[], str | None], settings: RoutesSettings
     ) -> None:
         self.routes = routes
         self._mint = mint
-        self._config = config
+        self._settings = settings
         self._client: httpx2.AsyncClient | None = None
 
     def _http(self) -> httpx2.AsyncClient:
@@ -54,17 +54,17 @@ class ConnectorHttp:
             httpx2 = _import_httpx2()
             from ...http import keepalive_client
 
-            config = self._config
+            settings = self._settings
             self._client = keepalive_client(
-                keepalive=config.keepalive,
-                verify=config.ssl_context if config.ssl_context is not None else True,
+                keepalive=settings.keepalive,
+                verify=settings.ssl_context if settings.ssl_context is not None else True,
                 follow_redirects=False,
                 # No whole-request read timeout: the stall guard is per read.
                 timeout=httpx2.Timeout(
-                    connect=config.connect_timeout,
-                    read=config.media_stall_timeout,
-                    write=config.media_stall_timeout,
-                    pool=config.connect_timeout,
+                    connect=settings.connect_timeout,
+                    read=settings.stall_timeout,
+                    write=settings.stall_timeout,
+                    pool=settings.connect_timeout,
                 ),
             )
         return self._client

@@ -22,9 +22,9 @@ from typing import overload
 
 import trio
 
-from ..._core.config import RelayConfig
 from ..._core.event import Media, MessageEvent
 from ..._core.media import MediaError, MediaTooLarge, parse_upload_answer
+from ..._core.settings import RoutesSettings
 from ...http._stall import StreamStalled, stall_timeout
 from .client import ConnectorHttp
 
@@ -40,10 +40,10 @@ class RelayMedia:
 
     __slots__ = ("_http", "_max", "_stall")  # no __dict__: one per relay
 
-    def __init__(self, http: ConnectorHttp, config: RelayConfig) -> None:
+    def __init__(self, http: ConnectorHttp, settings: RoutesSettings) -> None:
         self._http = http
-        self._max = config.media_max_bytes
-        self._stall = config.media_stall_timeout
+        self._max = settings.media_max_bytes
+        self._stall = settings.stall_timeout
 
     def _mb(self) -> str:
         mib = 1024 * 1024

@@ -1,0 +1,89 @@
+"""The parts of :class:`~trio_relay.RelayConfig` each subsystem uses.
+
+``RelayConfig`` stays the one flat, public place to configure a relay. ``open_relay``
+derives these small frozen parts from it once, and each part of the shell is given only
+its own: a connection cannot read a dedupe setting, nor the inbound pipeline a
+timeout, and a reader of a module sees at its signature which settings steer it.
+
+Sans-I/O: no Trio, no sockets.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+
+from .config import RelayConfig
+from .dedupe_store import DedupeStore
+from .keepalive import KeepaliveConfig
+
+__all__ = ["ConnectionSettings", "InboundSettings", "RoutesSettings"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionSettings:
+    """What one connection uses: its keepalive, its close, its limits."""
+
+    ping_interval: float
+    ping_timeout: float
+    close_timeout: float
+    max_queued_frames: int
+    max_message_bytes: int
+    max_line_bytes: int
+
+    @classmethod
+    def from_config(cls, config: RelayConfig) -> ConnectionSettings:
+        return cls(
+            ping_interval=config.ping_interval,
+            ping_timeout=config.ping_timeout,
+            close_timeout=config.close_timeout,
+            max_queued_frames=config.max_queued_frames,
+            max_message_bytes=config.max_message_bytes,
+            max_line_bytes=config.max_line_bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InboundSettings:
+    """What the inbound pipeline uses: its bounds, its retries, its dedupe."""
+
+    max_concurrent_handlers: int
+    max_inbound_queue: int
+    max_delivery_attempts: int
+    dedupe_size: int
+    dedupe_path: str | None = None
+    dedupe_store: DedupeStore | None = field(default=None, repr=False)
+    """(Not in the repr: a store's own repr is its business, and may name a server.)"""
+
+    @classmethod
+    def from_config(cls, config: RelayConfig) -> InboundSettings:
+        return cls(
+            max_concurrent_handlers=config.max_concurrent_handlers,
+            max_inbound_queue=config.max_inbound_queue,
+            max_delivery_attempts=config.max_delivery_attempts,
+            dedupe_size=config.dedupe_size,
+            dedupe_path=config.dedupe_path,
+            dedupe_store=config.dedupe_store,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RoutesSettings:
+    """What the connector's HTTP routes (media, policy) use."""
+
+    connect_timeout: float
+    stall_timeout: float
+    """``media_stall_timeout``: the longest wait for the next byte of a transfer."""
+    media_max_bytes: int
+    keepalive: KeepaliveConfig
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_config(cls, config: RelayConfig) -> RoutesSettings:
+        return cls(
+            connect_timeout=config.connect_timeout,
+            stall_timeout=config.media_stall_timeout,
+            media_max_bytes=config.media_max_bytes,
+            keepalive=config.keepalive,
+            ssl_context=config.ssl_context,
+        )
