@@ -14,6 +14,7 @@ seconds are too noisy. The implementations alternate within each repeat.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import timeit
 from collections.abc import Callable
@@ -45,12 +46,16 @@ def _codecs() -> dict[str, JsonCodec]:
     return codecs
 
 
+def _call(fn: Callable[..., object], *args: Any) -> Callable[[], object]:
+    return functools.partial(fn, *args)
+
+
 def _operations() -> dict[str, Callable[[], object]]:
     ops: dict[str, Callable[[], object]] = {}
     for name, codec in _codecs().items():
         decoder = FrameDecoder(CONNECTOR_FRAMES, codec=codec)
-        ops[f"decode {name}"] = lambda d=decoder: d.feed(RESULT_LINE)
-        ops[f"encode {name}"] = lambda c=codec: encode_wire(REQUEST, c)
+        ops[f"decode {name}"] = _call(decoder.feed, RESULT_LINE)
+        ops[f"encode {name}"] = _call(encode_wire, REQUEST, codec)
     # The bare libraries, no trio_relay code around them: what the C parsers alone cost.
     for lib in ("msgspec", "orjson"):
         try:
@@ -62,8 +67,8 @@ def _operations() -> dict[str, Callable[[], object]]:
         else:
             dec, enc = module.loads, module.dumps
         line = RESULT_LINE.rstrip(b"\n")
-        ops[f"decode bare {lib}"] = lambda f=dec, line=line: f(line)
-        ops[f"encode bare {lib}"] = lambda f=enc: f(REQUEST)
+        ops[f"decode bare {lib}"] = _call(dec, line)
+        ops[f"encode bare {lib}"] = _call(enc, REQUEST)
     return ops
 
 
