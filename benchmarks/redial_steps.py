@@ -37,7 +37,7 @@ from typing import Any
 import trio
 
 import trio_relay
-from trio_relay._trio.link.dial import connect as real_dial
+from trio_relay._trio.link.dial import TcpDialer
 
 from ._backends import (
     BASELINE,
@@ -191,15 +191,18 @@ def _trio_relay_drops(
     spy = _Spy()
     marks: Marks = {}
 
-    async def dialer(endpoint: Any, config: trio_relay.RelayConfig) -> Any:
+    overrides = dict(POLICY["trio_relay"])
+    # The real dialer, built from the relay's own settings, timed from outside.
+    real_dial = TcpDialer.from_config(relay_config(overrides))
+
+    async def dialer(endpoint: Any) -> Any:
         if spy.armed and "dial" not in marks:
             marks["dial"], marks["cpu:dial"] = time.monotonic(), time.thread_time()
-        stream = await real_dial(endpoint, config)
+        stream = await real_dial(endpoint)
         if spy.armed and "tcp" not in marks:
             marks["tcp"], marks["cpu:tcp"] = time.monotonic(), time.thread_time()
         return stream
 
-    overrides = dict(POLICY["trio_relay"])
     if instrument:
         overrides["dialer"] = dialer
     config = relay_config(overrides)
