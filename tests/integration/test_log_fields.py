@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,6 +32,23 @@ def event(text: str, message_id: str) -> JsonObject:
         "message_id": message_id,
         "source": {"platform": "relay", "chat_id": "C1", "user_id": "U1"},
     }
+
+
+@contextlib.contextmanager
+def _captured() -> Iterator[list[logging.LogRecord]]:
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    logger = logging.getLogger("trio_relay")
+    logger.addHandler(handler)
+    try:
+        yield records
+    finally:
+        logger.removeHandler(handler)
 
 
 def ours(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -106,3 +127,33 @@ def test_the_json_logging_example_prints_each_record_with_its_fields() -> None:
         "connected", "reconnecting", "connected", "closed"
     ]
     assert "s3cret" not in done.stdout
+
+
+async def test_a_refused_dial_logs_its_errno(
+    caplog: pytest.LogCaptureFixture, autojump_clock: trio.testing.MockClock
+) -> None:
+    caplog.set_level(logging.INFO, logger="trio_relay")
+    # A loopback port nothing listens on: bound, never listening, so it stays ours.
+    with socket.socket() as placeholder:
+        placeholder.bind(("127.0.0.1", 0))
+        port = placeholder.getsockname()[1]
+        async with trio_relay.open_relay(f"ws://127.0.0.1:{port}/ws") as relay:
+            while relay.stats.dial_failures < 2:
+                await trio.sleep(0.05)
+    redials = [r for r in ours(caplog) if "next attempt in" in r.getMessage()]
+    assert redials
+    assert {getattr(r, "errno", None) for r in redials} == {errno.ECONNREFUSED}
+    assert all(r.cause.startswith("connect failed") for r in redials)  # type: ignore[attr-defined]
+
+
+def test_a_rejected_result_names_its_request() -> None:
+    from trio_relay._core.protocol import RelayProtocol, Request
+    from trio_relay._core.stats import RelayStats
+
+    protocol = RelayProtocol(RelayStats())
+    protocol.add(Request("r-41", b"line\n", 30.0, 30.0), 0.0)  # pending: not yet written
+    with _captured() as records:
+        protocol.receive(b'{"type": "outbound_result", "requestId": "r-41", "result": {}}\n')
+    (record,) = records
+    assert record.request_id == "r-41"  # type: ignore[attr-defined]
+    assert record.cause == "a result for a request not yet sent"  # type: ignore[attr-defined]

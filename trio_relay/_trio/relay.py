@@ -35,6 +35,7 @@ from .._core.outcome import Outcome
 from .._core.prompts import OptionSpec, PromptAnswer
 from .._core.protocol import encode_request
 from .._core.request_ids import RequestIds
+from .._core.settings import ConnectionSettings, DialSettings
 from .._core.state import State
 from .._core.stats import RelayStats
 from .._core.telemetry import Telemetry
@@ -127,7 +128,8 @@ class Relay:
             lifecycle=self._lifecycle,
             publish=self._states.publish,
             endpoint=self._endpoint,
-            config=config,
+            dial_settings=DialSettings.from_config(config),
+            connection_settings=ConnectionSettings.from_config(config),
             dialer=dialer_for(config),
             stats=stats,
             identities=self._identities,
@@ -387,9 +389,7 @@ class Relay:
             rtt = await conn.ping()
             if rtt is None:
                 raise ConnectionError("the connection ended before the pong")
-            if self._telemetry is not None:  # (the keepalive's pings: see Connection)
-                self._telemetry.ping_rtt(rtt)
-            return rtt
+            return rtt  # (its round trip reached the telemetry in the connection)
         raise TimeoutError(f"no pong within {limit:g} s")
 
     def interrupt(self, session_key: str, reason: str | None = None) -> bool:

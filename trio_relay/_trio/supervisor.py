@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 import trio
 
 from .._core.close import ConnectionEnd
-from .._core.config import Dialer, Identity, RelayConfig, UpgradeAuth
+from .._core.config import Dialer, Identity, UpgradeAuth
 from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Change, Lifecycle, Redial, RedialWait
+from .._core.settings import ConnectionSettings, DialSettings
 from .._core.state import State
 from .._core.stats import RelayStats, counted_task
 from .._core.telemetry import DialRecord, Telemetry
@@ -77,7 +78,8 @@ class Supervisor:
     lifecycle: Lifecycle
     publish: Callable[[Change | None], None]
     endpoint: Endpoint
-    config: RelayConfig
+    dial_settings: DialSettings
+    connection_settings: ConnectionSettings
     dialer: Dialer
     """Built once, when the relay opens (``link/dial.py``: ``dialer_for``)."""
     stats: RelayStats
@@ -125,9 +127,11 @@ class Supervisor:
                         endpoint=self.endpoint,
                         # The connection pings at the interval of its config: the
                         # adapted one once an idle cut was learned.
-                        config=self.config
-                        if interval == self.config.ping_interval
-                        else replace(self.config, ping_interval=interval),
+                        dial=self.dial_settings,
+                        connection=self.connection_settings
+                        if interval == self.connection_settings.ping_interval
+                        else replace(self.connection_settings, ping_interval=interval),
+                        telemetry=telemetry,
                         dialer=self.dialer,
                         stats=self.stats,
                         identities=self.identities,
@@ -162,6 +166,7 @@ class Supervisor:
                     extra={
                         "cause": end.cause,
                         "close_code": end.code,
+                        "errno": end.errno,
                         "next_attempt_s": step.delay,
                     },
                 )
