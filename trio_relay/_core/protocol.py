@@ -484,6 +484,8 @@ class RelayProtocol:
             had_handshake=bool(self.descriptors),
             up_for=up_for,
         )
+        if not self.requests:
+            return []  # (the common end of an idle link: no outcome to make)
         settled = list(self.requests.values())
         self.requests = {}
         self._groups = {}
