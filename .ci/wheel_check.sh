@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The package as a user gets it: build the sdist and the wheel, check their metadata,
 # install the wheel into fresh virtual environments (never the checkout) and check that
-# the base install pulls neither trio-websocket nor wsproto, that `import trio_relay`
-# works there and `import trio_relay.testing` names its extra, then that the [testing]
+# the base install pulls neither trio-websocket nor wsproto (nor OpenTelemetry), that
+# `import trio_relay` works there and `import trio_relay.testing` and
+# `trio_relay.OpenTelemetry()` name their extras, then that the [testing]
 # extra runs the quickstart.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,7 @@ report = json.load(open(sys.argv[1]))
 names = sorted(item["metadata"]["name"].lower().replace("_", "-") for item in report["install"])
 print("resolved:", " ".join(names))
 bad = {"trio-websocket", "wsproto"} & set(names)
+bad |= {n for n in names if n.startswith("opentelemetry")}  # the otel extra's only
 assert not bad, f"the base wheel pulls {sorted(bad)}"
 PY
 (cd "$WORK" && base/bin/python - <<'PY'
@@ -48,6 +50,13 @@ except ImportError as exc:
     print("ok: import trio_relay works; trio_relay.testing says:", exc)
 else:
     raise SystemExit("trio_relay.testing imported without the testing extra")
+try:
+    trio_relay.OpenTelemetry()
+except ImportError as exc:
+    assert "trio_relay[otel]" in str(exc), exc
+    print("ok: trio_relay.OpenTelemetry() says:", exc)
+else:
+    raise SystemExit("trio_relay.OpenTelemetry() worked without the otel extra")
 PY
 )
 

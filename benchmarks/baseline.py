@@ -33,6 +33,7 @@ import logging
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -126,8 +127,14 @@ class BaselineRelay:
         url: str,
         config: BaselineConfig | None = None,
         rng: random.Random | None = None,
+        trace: Callable[[str], None] | None = None,
     ) -> None:
+        """``trace``: told ``"seen"`` when the reader sees its connection end, ``"dial"``
+        as a dial starts, ``"dialled"`` when websockets' ``connect`` returns (TCP and
+        upgrade done), ``"connected"`` with the last descriptor (redial_steps.py's
+        timeline; None, the default, costs one test per step)."""
         self.url = normalize_url(url)
+        self._trace = trace
         self.config = config if config is not None else BaselineConfig()
         self._rng = rng if rng is not None else random.Random()
         #: dials: connection attempts; connects: handshakes completed; drops: handshaken
@@ -279,6 +286,8 @@ class BaselineRelay:
         if cfg.gateway_id is not None and cfg.secret is not None:
             token = mint_token(cfg.gateway_id, cfg.secret, ttl=cfg.token_ttl, now=time.time())
             headers = {"Authorization": f"Bearer {token}"}
+        if self._trace is not None:
+            self._trace("dial")
         try:
             ws = await connect(
                 self.url,
@@ -292,6 +301,8 @@ class BaselineRelay:
         except Exception as e:
             log.info("dial failed: %r", e)
             return None
+        if self._trace is not None:
+            self._trace("dialled")
         self._ws = ws
         return ws
 
@@ -317,6 +328,8 @@ class BaselineRelay:
                 for frame in buffer.feed(message):
                     await self._handle_frame(ws, frame)
         finally:
+            if self._trace is not None:
+                self._trace("seen")
             # The post-incident fix: nothing is left waiting on a dead socket.
             self._set_connected(False)
             self._fail_pending()
@@ -344,6 +357,8 @@ class BaselineRelay:
     def _set_connected(self, value: bool) -> None:
         self._connected = value
         if value:
+            if self._trace is not None:
+                self._trace("connected")
             self._connected_event.set()
         else:
             self._connected_event.clear()

@@ -15,17 +15,18 @@ on Linux is one clock for every process, so the client can subtract it from its 
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import trio
 
-from trio_relay.testing import ReferenceConnector, open_connector
+from trio_relay.testing import ReferenceConnector, Session, open_connector
 
 from . import _connector_args
 
@@ -41,6 +42,42 @@ def _command(name: str) -> Callable[[Command], Command]:
         return fn
 
     return register
+
+
+class _Timeline:
+    """With ``trace`` on: the ``time.monotonic()`` of each session opening (upgrade
+    accepted), each frame in or out, by type, for :mod:`.redial_steps`. Off by default,
+    so the other benchmarks' connector does nothing more per frame than one test."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.events: collections.deque[tuple[float, int, str]] = collections.deque(maxlen=4096)
+
+    def session(self, session: Session, event: Literal["open", "closed"]) -> None:
+        if self.on:
+            self.events.append((time.monotonic(), session.index, f"session {event}"))
+
+    def frame(self, session: Session, direction: Literal["in", "out"], frame: Any) -> None:
+        if self.on:
+            self.events.append((time.monotonic(), session.index, f"{direction} {frame.TYPE}"))
+
+
+_TIMELINE = _Timeline()
+
+
+@_command("trace")
+async def _trace(connector: ReferenceConnector, args: dict[str, Any]) -> Reply:
+    """``on``: record the timeline from now (cleared); off: stop recording."""
+    _TIMELINE.on = bool(args.get("on", True))
+    _TIMELINE.events.clear()
+    return {"t": time.monotonic()}
+
+
+@_command("timeline")
+async def _timeline(connector: ReferenceConnector, args: dict[str, Any]) -> Reply:
+    """Every event recorded since ``since`` (a ``time.monotonic()``), oldest first."""
+    since = float(args.get("since", 0.0))
+    return {"events": [list(e) for e in _TIMELINE.events if e[0] >= since]}
 
 
 @_command("ping")
@@ -212,7 +249,10 @@ class _Quit(Exception):
 
 
 async def _main(host: str, port: int, control_path: str) -> None:
-    async with open_connector(host=host, port=port, record=False) as connector:
+    async with open_connector(
+        host=host, port=port, record=False, on_session=_TIMELINE.session,
+        on_frame=_TIMELINE.frame,
+    ) as connector:  # fmt: skip
         sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         await sock.bind(control_path)
         sock.listen(16)

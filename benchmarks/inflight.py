@@ -29,6 +29,10 @@ from ._backends import (
 from ._context import Context
 from ._control import ConnectorProcess
 from ._report import Result, Row, Target, median
+from .peers import PEER_BACKENDS
+
+PEER = next(b for b in PEER_BACKENDS if b.name == "websockets.trio")
+"""The peer client measured beside them (benchmarks/peers.py): a Trio user's own."""
 
 SIZES = (10, 100, 1000, 10_000)
 TARGETS_MS = {1000: 5.0, 10_000: 40.0}
@@ -105,19 +109,19 @@ def _round(
             ctx.progress.advance()
         return out
 
-    return run_session(backend, proc, OVERRIDES[backend.name], body)
+    return run_session(backend, proc, OVERRIDES.get(backend.name, {}), body)
 
 
 def run(ctx: Context) -> Result:
     rounds = ctx.count(7, 1, 1)
     samples: dict[str, dict[int, list[dict[str, float]]]] = {
-        b.name: {k: [] for k in SIZES} for b in (TRIO_RELAY, BASELINE)
+        b.name: {k: [] for k in SIZES} for b in (TRIO_RELAY, BASELINE, PEER)
     }
     floors: dict[int, list[float]] = {k: [] for k in TARGETS_MS}
-    ctx.progress.start("inflight", rounds * 2 * len(SIZES))
+    ctx.progress.start("inflight", rounds * 3 * len(SIZES))
     with ctx.connector() as proc:
         for r in range(rounds):
-            for backend in alternate(r):
+            for backend in (*alternate(r), PEER):
                 for k, figures in _round(ctx, backend, proc, SIZES).items():
                     samples[backend.name][k].append(figures)
             for k in TARGETS_MS:
@@ -151,6 +155,18 @@ def run(ctx: Context) -> Result:
                 better="",
                 text_trio=f"{amb_t}/{k * len(tr)}",
                 text_base=f"{amb_b}/{k * len(bl)}",
+            )
+        )
+    for k in SIZES:
+        tr, pe = samples["trio_relay"][k], samples[PEER.name][k]
+        result.rows.append(
+            Row(
+                f"K={k:,}: last outcome vs the {PEER.name} peer, median of rounds",
+                "ms",
+                median([s["last_ms"] for s in tr]),
+                median([s["last_ms"] for s in pe]),
+                len(tr),
+                len(pe),
             )
         )
     for k, limit in TARGETS_MS.items():
@@ -188,7 +204,12 @@ def run(ctx: Context) -> Result:
         "Trio's floor: K tasks parked in trio.lowlevel.wait_task_rescheduled, rescheduled "
         "at once, until the last has appended its time and returned (no socket, no relay); "
         "one sample per round, median",
+        f"rows 'vs the {PEER.name} peer': that peer client (benchmarks/peers.py, one reader "
+        "task; its waiters all set in one loop once its session has ended) in the "
+        "baseline column, same rounds; ratio = trio_relay / peer",
     ]
-    result.configs = {b.name: b.config(OVERRIDES[b.name]) for b in (TRIO_RELAY, BASELINE)}
+    result.configs = {
+        b.name: b.config(OVERRIDES.get(b.name, {})) for b in (TRIO_RELAY, BASELINE, PEER)
+    }
     result.samples = {name: {str(k): v for k, v in d.items()} for name, d in samples.items()}
     return result

@@ -37,6 +37,7 @@ __all__ = ["BENCHMARKS", "DEFAULT", "run_benchmarks"]
 BENCHMARKS: dict[str, str] = {
     "redial": "dropped connection -> successful request (4 kinds; a healthy link's first "
     "and second drop; a connector restart)",
+    "redial_steps": "zero-backoff redial after a reset, step by step (where the time goes)",
     "inflight": "K requests in flight when the socket dies: time until all callers know",
     "detect": "a silent peer (ping 1 s / timeout 2 s): time to detect, to reconnect",
     "throughput": "1, 16, 256 requesters (and 10 KiB at 16) on one connection, fast "

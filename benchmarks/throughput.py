@@ -7,8 +7,15 @@ the requests completed in it).
 Cases: sequential (C = 1), 16-way, 256-way with a small ``typing`` action, and 16-way
 with 10 KiB of content per request. Each round warms the connection up, then every
 requester loops request -> result until the window closes. Rounds alternate the
-implementations. The CPU figure is the one the targets are about: on a shared machine
-req/s moves with whatever else runs, CPU per request much less.
+implementations.
+
+Beside the asyncio baseline, the same windows run the **peer clients** of
+:mod:`.peers` (what a Trio user would write instead: ~150 lines on ``websockets.trio``
+or on ``wsproto``, one reader task, each request writing its own frame). Their rows put
+the peer in the baseline column, so the ratio is trio_relay / that peer.
+
+The CPU figure is the one the targets are about: on a shared machine req/s moves with
+whatever else runs, CPU per request much less.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from ._backends import run_session as session
 from ._context import Context
 from ._control import ConnectorProcess
 from ._report import Result, Row, Target, median, percentile, thin
+from .peers import PEER_BACKENDS
 
 __all__ = ["CASES", "Case", "run"]
 
@@ -121,19 +129,30 @@ Key = tuple[str, str]
 """(implementation, case label)."""
 
 
+PEER_CPU_TARGET = 1.0
+"""Client CPU per request, trio_relay / each peer, at most this (issue 24)."""
+
+
+def _order(round_index: int) -> list[Backend]:
+    """trio_relay and the baseline alternating as everywhere, the peers after them in
+    alternating order too: each implementation runs early in some rounds, late in
+    others."""
+    peers = list(PEER_BACKENDS) if round_index % 2 == 0 else list(reversed(PEER_BACKENDS))
+    return [*alternate(round_index), *peers]
+
+
 def run(ctx: Context) -> Result:
     rounds = ctx.count(5, 1, 1)
     seconds = ctx.pick(1.0, 0.5, 0.2)
     warmup = ctx.pick(0.2, 0.1, 0.05)
-    windows: dict[Key, list[Window]] = {
-        (b.name, c.label): [] for b in (TRIO_RELAY, BASELINE) for c in CASES
-    }
-    ctx.progress.start("throughput", rounds * 2 * len(CASES))
+    backends: list[Backend] = [TRIO_RELAY, BASELINE, *PEER_BACKENDS]
+    windows: dict[Key, list[Window]] = {(b.name, c.label): [] for b in backends for c in CASES}
+    ctx.progress.start("throughput", rounds * len(backends) * len(CASES))
     with ctx.connector(fast=True) as proc:
         connector_loop = proc.loop
         for r in range(rounds):
             for case in CASES:
-                for backend in alternate(r):
+                for backend in _order(r):
                     windows[(backend.name, case.label)].append(
                         _window(ctx, backend, proc, case, warmup, seconds)
                     )
@@ -141,9 +160,15 @@ def run(ctx: Context) -> Result:
     result = Result("throughput", "C concurrent requesters on one connection, fast connector")
     for case in CASES:
         _rows(result, case, windows[("trio_relay", case.label)], windows[("baseline", case.label)])
+    for case in CASES:
+        for peer in PEER_BACKENDS:
+            _peer_rows(
+                result, case, peer.name, windows[("trio_relay", case.label)],
+                windows[(peer.name, case.label)],
+            )  # fmt: skip
     failures = {
-        name: sum(w.failures for (n, _), ws in windows.items() if n == name for w in ws)
-        for name in ("trio_relay", "baseline")
+        b.name: sum(w.failures for (n, _), ws in windows.items() if n == b.name for w in ws)
+        for b in backends
     }
     result.notes += [
         f"{rounds} round(s) of {seconds:g} s per implementation and case, after {warmup:g} s "
@@ -151,9 +176,12 @@ def run(ctx: Context) -> Result:
         "process of its own (batched replies: one message answers every request read at once)",
         "client CPU = time.process_time() of the client process over the window / requests "
         "completed in it (the harness's own loop is paid alike by both); median of rounds",
-        f"failed requests: trio_relay {failures['trio_relay']}, baseline {failures['baseline']}",
+        "failed requests: " + ", ".join(f"{name} {n}" for name, n in failures.items()),
+        "rows '... vs PEER': the baseline column holds that peer client's figure "
+        "(benchmarks/peers.py), so the ratio is trio_relay / peer; same windows, same "
+        "connector, rounds interleaved with trio_relay's and the baseline's",
     ]
-    result.configs = {b.name: b.config({}) for b in (TRIO_RELAY, BASELINE)}
+    result.configs = {b.name: b.config({}) for b in backends}
     result.samples = {
         "requests_per_s": {f"{n} / {c}": [w.rate for w in v] for (n, c), v in windows.items()},
         "client_cpu_us_per_request": {
@@ -217,6 +245,30 @@ def _rows(result: Result, case: Case, tr: list[Window], bl: list[Window]) -> Non
                 f"{rate_t:,.0f} vs {rate_b:,.0f} req/s; CPU {cpu_t:.1f} vs {cpu_b:.1f} µs "
                 "per request",
                 at_most=False,
+            )
+        )
+
+
+def _peer_rows(
+    result: Result, case: Case, peer: str, tr: list[Window], pe: list[Window]
+) -> None:
+    cpu_t, cpu_p = median([w.cpu_us for w in tr]), median([w.cpu_us for w in pe])
+    rate_t, rate_p = median([w.rate for w in tr]), median([w.rate for w in pe])
+    label = f"{case.label}: client CPU per request vs {peer}"
+    result.rows += [
+        Row(f"{case.label}: requests/s vs {peer}", "req/s", rate_t, rate_p, len(tr), len(pe),
+            better="higher"),
+        Row(label, "µs", cpu_t, cpu_p, len(tr), len(pe)),
+    ]  # fmt: skip
+    if case.cpu_target is not None:
+        result.targets.append(
+            _ratio_target(
+                f"client CPU per request <= {PEER_CPU_TARGET:g}x the {peer} peer's, "
+                f"{case.label}",
+                cpu_t / cpu_p,
+                PEER_CPU_TARGET,
+                f"{cpu_t:.1f} vs {cpu_p:.1f} µs",
+                at_most=True,
             )
         )
 

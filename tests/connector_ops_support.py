@@ -28,6 +28,13 @@ MINIMAL: dict[str, dict[str, Any]] = {
     "thread_create": {"chat_id": "C1", "thread_name": "topic"},
     "thread_rename": {"chat_id": "C1", "message_id": "T1", "thread_name": "topic 2"},
     "get_chat_info": {"chat_id": "C1"},
+    "draft": {"chat_id": "C1", "draft_id": 1, "content": "hi", "final": False},
+    "task_card": {
+        "chat_id": "C1",
+        "card_id": "turn:M1",
+        "chunks": [{"id": "t1", "title": "Search", "status": "pending"}],
+    },
+    "task_card_stop": {"chat_id": "C1", "card_id": "turn:M1"},
 }
 
 DROP = object()

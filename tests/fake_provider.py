@@ -8,6 +8,8 @@ the tests. The model name picks the behaviour:
 * ``"normal"``: the whole stream, the text ``WORDS`` in one delta per word, then the end.
 * ``"stall"``: the first two deltas, then silence with the connection held open (a
   provider stuck mid-generation), until the server is shut down.
+* ``"slow"``: the whole stream, with a pause of ``SLOW_PAUSE`` seconds after the first
+  two deltas (a model thinking mid-answer: alive, but sending nothing).
 
 Every request body is recorded in ``server.requests`` (parsed JSON), its headers in
 ``server.headers``.
@@ -20,12 +22,14 @@ import http.server
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 WORDS = ["Hello", ", ", "relay", " world", "!"]
 TEXT = "".join(WORDS)
 STALL_AFTER = 2
+SLOW_PAUSE = 2.5
 
 
 def openai_events(deltas: list[str], *, finished: bool) -> Iterator[bytes]:
@@ -91,7 +95,11 @@ class ProviderHandler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for event in events:
+        slow = body.get("model") == "slow"
+        for index, event in enumerate(events):
+            # (OpenAI's event 0 is the role-only chunk: the pause follows two deltas.)
+            if slow and index == STALL_AFTER + 1:
+                time.sleep(SLOW_PAUSE)
             self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
             self.wfile.flush()
         if stall:

@@ -99,7 +99,7 @@ class Watch:
         and including the change into CLOSED (the block waits for that one), its dials
         recorded by a dialer wrapping the configured one."""
         config = kwargs.pop("config", None) or RelayConfig()
-        kwargs["config"] = dataclasses.replace(config, dialer=_DialSpy(self, config.dialer))
+        kwargs["config"] = dataclasses.replace(config, dialer=_DialSpy(self, config))
         async with trio.open_nursery() as nursery, open_relay(url, **kwargs) as relay:
             # Subscribed before the first checkpoint: no change can be missed.
             nursery.start_soon(self._record, relay.state_changes())
@@ -168,11 +168,12 @@ async def request_into(relay: Relay, outcomes: list[Outcome], action: Any = None
 class _DialSpy(FaultDialer):
     """Records each dial's mock time in the watch, then dials as configured."""
 
-    def __init__(self, watch: Watch, inner: Any) -> None:
-        super().__init__(inner)
+    def __init__(self, watch: Watch, config: RelayConfig) -> None:
+        # The configured dialer, or the real one built from the same config.
+        super().__init__(config.dialer, config=config)
         self._watch = watch
 
-    async def __call__(self, endpoint: Any, config: RelayConfig) -> Any:
+    async def __call__(self, endpoint: Any) -> Any:
         self._watch.dials.append(trio.current_time())
         self._watch._notify()
-        return await super().__call__(endpoint, config)
+        return await super().__call__(endpoint)

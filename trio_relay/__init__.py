@@ -11,6 +11,7 @@ from ._core.descriptor import Descriptor
 from ._core.enrichments import ContextMessage, PromptResponse, ReplyTo
 from ._core.errors import RelayClosed, RelayError, RelayRevoked
 from ._core.event import Media, MessageEvent, Source
+from ._core.health import Health
 from ._core.keepalive import KeepaliveConfig
 from ._core.media import MediaError, MediaTooLarge
 from ._core.outcome import Outcome
@@ -21,8 +22,10 @@ from ._core.routes import Route, RouteTable
 from ._core.state import State
 from ._core.stats import RelayStats
 from ._trio.adapter.streaming import StreamReply
+from ._trio.adapter.task_cards import TaskCard, TaskChunk, TaskStatus
 from ._trio.inbound.pipeline import DeadLetter
 from ._trio.lifetime import open_relay
+from ._trio.otel import OpenTelemetry
 from ._trio.relay import Relay
 from ._trio.state_feed import StateChanges
 from ._trio.stores.redis import RedisDedupeStore
@@ -34,6 +37,7 @@ __all__ = [
     "DeadLetter",
     "DedupeStore",
     "Descriptor",
+    "Health",
     "Identity",
     "KeepaliveConfig",
     "Media",
@@ -41,6 +45,7 @@ __all__ = [
     "MediaTooLarge",
     "MemoryDedupeStore",
     "MessageEvent",
+    "OpenTelemetry",
     "Outcome",
     "PassthroughForward",
     "PromptAnswer",
@@ -63,6 +68,9 @@ __all__ = [
     "StateChanges",
     "StreamReply",
     "StreamStalled",
+    "TaskCard",
+    "TaskChunk",
+    "TaskStatus",
     "UpgradeAuth",
     "open_relay",
 ]

@@ -124,6 +124,14 @@ def check(soak: Soak, pending: Sequence[str], resources: Resources) -> None:
         t.ambiguous_unwritten == 0,
         f"{ambiguous} ambiguous: {t.ambiguous_unwritten} never handed to the socket",
     )
+    if soak.dialer is not None:
+        report.direct_writes = soak.dialer.direct_writes
+        report.awaited_writes = soak.dialer.awaited_writes
+        add(
+            "requests took the direct write under chaos",
+            report.direct_writes > 0,
+            f"{report.direct_writes} direct writes, {report.awaited_writes} through send_all",
+        )
     if soak.hostile_interval > 0:
         _hostile(soak, add)
     _deliveries(soak, pending, add)

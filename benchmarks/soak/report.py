@@ -42,6 +42,11 @@ class SoakReport:
     dedupe: str = "memory"
     """The relay's dedupe store (a Redis URL has its password masked)."""
     max_overshoot: float = 0.0
+    direct_writes: int = 0
+    """The relay's direct writes (``send_nowait``, a request writing its own frame) that
+    the soak's ``FaultDialer`` streams took: the production write path, under chaos."""
+    awaited_writes: int = 0
+    """Writes through ``send_all`` (upgrades, the writer task's batches)."""
     relay_stats: trio_relay.RelayStats | None = None
     resources: dict[str, tuple[float, float]] = field(default_factory=dict)
     invariants: list[Invariant] = field(default_factory=list)
@@ -76,6 +81,10 @@ class SoakReport:
             f"  deliveries   {self.deliveries} buffered, {self.handled} handled, "
             f"{self.handler_failures_injected} first attempts failed on purpose; dedupe "
             f"store: {self.dedupe}"
+        )
+        out.append(
+            f"  writes       {self.direct_writes} direct (send_nowait), "
+            f"{self.awaited_writes} through send_all"
         )
         out += self._stats_lines()
         for name, (before, after) in self.resources.items():

@@ -305,3 +305,44 @@ def test_shared_keeps_a_bounded_number_the_oldest_forgotten() -> None:
     assert shared(oldest) is oldest  # forgotten: a new one is kept in its place
     newest = Descriptor.from_wire({**FULL, "label": f"churn {SHARED_DESCRIPTORS + 9}"})
     assert shared(newest) is kept[-1]
+
+
+# --- live cards (issue 21) -------------------------------------------------------------
+
+MINIMAL_WIRE: dict[str, Any] = {"contract_version": 1, "platform": "slack"}
+
+
+@pytest.mark.parametrize(
+    ("keys", "live"),
+    [
+        ({"supports_draft_streaming": True, "supported_ops": ["send", "draft"]}, True),
+        ({"supports_draft_streaming": True}, False),  # the legacy set has no draft
+        ({"supports_draft_streaming": True, "supported_ops": []}, False),
+        ({"supports_draft_streaming": False, "supported_ops": ["draft"]}, False),
+        ({"supports_draft_streaming": "yes", "supported_ops": ["draft"]}, False),
+    ],
+)
+def test_live_cards_need_the_flag_and_the_op(keys: dict[str, Any], live: bool) -> None:
+    assert Descriptor.from_wire({**MINIMAL_WIRE, **keys}).live_cards is live
+
+
+@pytest.mark.parametrize(
+    ("platform", "value", "field", "is_message"),
+    [
+        ("slack", None, None, True),  # absent: the platform decides
+        (" Slack ", None, None, True),
+        ("telegram", None, None, False),
+        ("slack", False, False, False),  # the connector's word wins
+        ("discord", True, True, True),
+        ("slack", "true", None, True),  # not a JSON boolean: absent
+    ],
+)
+def test_stream_is_message(
+    platform: str, value: Any, field: bool | None, is_message: bool
+) -> None:
+    wire: dict[str, Any] = {**MINIMAL_WIRE, "platform": platform}
+    if value is not None:
+        wire["draft_stream_is_message"] = value
+    descriptor = Descriptor.from_wire(wire)
+    assert descriptor.draft_stream_is_message is field
+    assert descriptor.stream_is_message is is_message

@@ -101,6 +101,22 @@ def test_every_required_field_is_named_when_missing(op: str, field: str) -> None
             "field 'timeout_s' of 'prompt' must be a number, got a boolean",
         ),
         ("prompt", {"prompt_id": "p" * 60}, "field 'prompt_id' of 'prompt' is too long"),
+        ("draft", {"draft_id": "1"}, "field 'draft_id' of 'draft' must be an integer"),
+        ("draft", {"draft_id": True}, "field 'draft_id' of 'draft' must be an integer"),
+        ("draft", {"draft_id": 0}, "field 'draft_id' of 'draft' must be positive"),
+        ("draft", {"final": "yes"}, "field 'final' of 'draft' must be a boolean"),
+        (
+            "task_card",
+            {"chunks": [{"id": "t1", "title": "x", "status": "done"}]},
+            "[0].status must be one of pending, in_progress, complete, error",
+        ),
+        ("task_card", {"chunks": ["t1"]}, "field 'chunks' of 'task_card' [0] must be an object"),
+        ("task_card", {"chunks": [{"id": "t1", "status": "pending"}]}, "[0].title must be"),
+        (
+            "task_card",
+            {"chunks": [{"id": "t", "title": "x", "status": "error", "details": 3}]},
+            "[0].details must be a string",
+        ),
     ],
 )
 def test_mistyped_fields_are_named(op: str, changes: dict[str, Any], expected: str | None) -> None:

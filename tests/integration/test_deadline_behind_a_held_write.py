@@ -1,8 +1,9 @@
-"""A request on a stream that cannot take a write without waiting (TLS, or here a test
-wrapper whose writes are held, as a full socket holds them) keeps its own deadline:
-its frame goes to the writer task, which may block, while the request's task only
-waits for its outcome. It used to write the frame itself and block in that write, so
-its timeout came only when the link was declared stalled (``ping_timeout`` later)."""
+"""A request on a stream that takes nothing at once (a full socket; here a test wrapper
+whose writes are held, as a full socket holds them) keeps its own deadline: its direct
+write (``send_nowait``) takes nothing, so its frame goes to the writer task, which may
+block, while the request's task only waits for its outcome. It used to write the frame
+itself and block in that write, so its timeout came only when the link was declared
+stalled (``ping_timeout`` later)."""
 
 from __future__ import annotations
 

@@ -40,3 +40,28 @@ def test_the_tutorial_agent_streams_its_reply_into_the_chat() -> None:
     assert all(line.startswith("bot edit #") for line in lines[3:-1])
     assert lines[-2].endswith(": You said: hello there")
     assert lines[-1] == "delivered: 1"
+
+
+def test_the_live_card_agent_shows_a_task_card_and_seals_its_reply() -> None:
+    # docs/tutorial.md ("Live cards and task cards") includes this file.
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / "live_card_agent.py"), "hello there"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "U1 #u1: hello there"
+    assert lines[1:3] == [
+        "bot task_card: [in_progress: Read the question] [pending: Write the answer]",
+        "bot task_card: [complete: Read the question] [in_progress: Write the answer]",
+    ]
+    drafts = lines[3:-3]
+    assert drafts and all(line.startswith("bot draft {markdown_blocks}: ") for line in drafts)
+    assert lines[-3].startswith("bot seal #m")
+    assert lines[-3].endswith(" {markdown_blocks}: You said: hello there")
+    assert lines[-2:] == [
+        "bot task_card: [complete: Read the question] [complete: Write the answer]",
+        "bot task_card_stop",
+    ]

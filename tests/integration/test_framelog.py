@@ -57,6 +57,25 @@ SOURCE = {"platform": "slack", "chat_id": "C1", "user_id": "U1", "user_name": "A
             "metadata{scope_id=T1}",
         ),
         (
+            Outbound(
+                "r5",
+                {"op": "draft", "chat_id": "C1", "draft_id": 3, "content": "Hi", "final": True},
+            ),
+            'outbound r5 draft chat_id=C1 draft_id=3 final "Hi"',
+        ),
+        (
+            Outbound(
+                "r6",
+                {
+                    "op": "task_card",
+                    "chat_id": "C1",
+                    "card_id": "turn:u1",
+                    "chunks": [{"id": "t1", "title": "Search", "status": "pending"}],
+                },
+            ),
+            "outbound r6 task_card chat_id=C1 card_id=turn:u1 chunks=1",
+        ),
+        (
             OutboundResult("r1", {"success": True, "message_id": "m1"}),
             "outbound_result r1 ok message_id=m1",
         ),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import ssl
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -21,7 +22,7 @@ import trustme
 
 import trio_relay
 from trio_relay import RelayConfig, State
-from trio_relay.testing import ReferenceConnector, open_connector
+from trio_relay.testing import FaultDialer, ReferenceConnector, open_connector
 
 SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
 
@@ -146,6 +147,24 @@ async def test_a_custom_context_is_used_as_given(tls_connector: ReferenceConnect
         assert (await relay.request(SEND)).success
 
 
+async def test_a_fault_dialer_dials_tls_with_the_config_s_context_and_writes_via_send_all(
+    tls_connector: ReferenceConnector, trusting_context: ssl.SSLContext
+) -> None:
+    """TLS takes no direct write (its ``send_nowait`` takes nothing: the plaintext is
+    encrypted before the socket is asked), so every request goes by the writer task;
+    the FaultDialer's real dialer underneath is built from the relay's config."""
+    base = config(ssl_context=trusting_context)
+    dialer = FaultDialer(config=base)
+    url = f"https://localhost:{tls_connector.port}"
+    async with trio_relay.open_relay(url, config=replace(base, dialer=dialer)) as relay:
+        await relay.wait_connected(5)
+        awaited = dialer.awaited_writes
+        for _ in range(3):
+            assert (await relay.request(SEND)).success
+        assert dialer.direct_writes == 0
+        assert dialer.awaited_writes >= awaited + 3
+
+
 async def test_plaintext_client_to_a_tls_connector_fails_cleanly(
     tls_connector: ReferenceConnector,
 ) -> None:
@@ -168,7 +187,7 @@ class NoDial:
     def __init__(self) -> None:
         self.seen: list[str] = []
 
-    async def __call__(self, endpoint: Any, config: Any) -> Any:
+    async def __call__(self, endpoint: Any) -> Any:
         self.seen.append(str(endpoint))
         await trio.lowlevel.checkpoint()
         raise OSError("dial intercepted by the test")

@@ -60,13 +60,20 @@ class ScriptedStream:
         self.chunks = [answer_101(request) + pieces[0], *pieces[1:]]
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        self.send_nowait(data)
+
+    def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
         if not self.sent:
             self.answer(bytes(data))
         self.sent += data
+        return len(data)
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         await trio.lowlevel.checkpoint()
         return self.chunks.pop(0) if self.chunks else b""
+
+    def close(self) -> None:
+        pass
 
     async def aclose(self) -> None:
         pass

@@ -1,4 +1,4 @@
-"""The relay's own TCP stream (``_trio/link/stream.py``) on real loopback sockets:
+"""The relay's own TCP stream (``_trio/link/stream.py``), and TLS over it, on real loopback sockets:
 how it connects, what reads and writes return and raise, when it yields (only when it
 must wait, and at least every ``READS_PER_CHECKPOINT`` reads), and, through the public
 relay, that a request's direct write never blocks its task on a full socket. The peer
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,10 +16,16 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 import trio.testing
+import trustme
 
 import trio_relay
 from trio_relay import RelayConfig
-from trio_relay._trio.link.stream import READS_PER_CHECKPOINT, SocketStream, open_tcp
+from trio_relay._trio.link.stream import (
+    READS_PER_CHECKPOINT,
+    SocketStream,
+    TLSStream,
+    open_tcp,
+)
 from trio_relay.testing import open_connector
 
 
@@ -306,3 +313,41 @@ async def test_a_direct_write_into_a_full_socket_leaves_the_request_its_own_dead
         assert after.success
     contents = [len(frame.action["content"]) for frame in connector.outbound]
     assert contents == [12 << 20, 4]
+
+
+# --- TLS over it --------------------------------------------------------------------------
+
+
+async def test_tls_takes_no_direct_write_and_closes_at_once() -> None:
+    """``TLSStream.send_nowait`` takes nothing (the slow path: ``send_all``), which
+    works; ``close`` ends the TCP stream without a checkpoint, waking a blocked read,
+    and a later direct write raises as on the socket."""
+    ca = trustme.CA()
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_context)
+    client_context = ssl.create_default_context()
+    ca.configure_trust(client_context)
+    async with connected() as (tcp, peer):
+        server = trio.SSLStream(peer, server_context, server_side=True)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.do_handshake)
+            tls = await TLSStream.handshake(tcp, client_context, "localhost")
+        assert tls.send_nowait(b"hello") == 0
+        await tls.send_all(b"hello")
+        assert await server.receive_some(5) == b"hello"
+        errors: list[BaseException] = []
+
+        async def blocked_read() -> None:
+            try:
+                await tls.receive_some()
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                errors.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(blocked_read)
+            await trio.testing.wait_all_tasks_blocked()
+            tls.close()
+        assert len(errors) == 1
+        assert tcp.closed
+        with pytest.raises(trio.ClosedResourceError):
+            tls.send_nowait(b"x")

@@ -49,6 +49,8 @@ class ConnectionEnd:
     http_status: int | None = None
     retry_after: float | None = None
     advice: str | None = None
+    errno: int | None = None
+    """The OS error number of a dial that failed on one (``ECONNREFUSED``, ...)."""
 
     @property
     def auth_refused(self) -> bool:

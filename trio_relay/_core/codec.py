@@ -12,11 +12,26 @@ writer (``_outbox.py``) also caps frames per message and tracks each frame's fat
 keeps its own loop.
 
 Sans-I/O: no Trio, no sockets.
+
+**Speedups.** With the optional ``speedups`` extra (``msgspec``) installed, decoding a
+line and encoding a frame go through msgspec's C codec first, chosen once at import
+(``TRIO_RELAY_PURE_JSON=1`` in the environment keeps the standard library's). The
+behaviour is the same either way, byte for byte: the C path takes only what it handles
+exactly as the standard library does, and hands everything else to the pure path —
+a line it refuses (NaN, ``Infinity``, a lone ``\ud800`` escape, ``1e400``, invalid
+UTF-8, anything malformed) is decoded again by the pure path, for the same frame or the
+same rejection with the same reason; a line with 512 or more brackets (its nesting could
+reach the recursion limit, where the two parsers stop a few levels apart) never takes
+it; a value to encode takes it only if it is made of exact ``dict`` (``str`` keys),
+``list``, ``tuple``, ``str``, ``int``, ``bool`` and ``None`` (no float: msgspec spells
+some exponents differently, ``1e-7`` for ``1e-07``; no subclass, no ``Enum``, ``UUID``
+or ``bytes``, which msgspec would encode and the standard library refuses).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +40,109 @@ from .frames import Frame, FrameError
 
 SAMPLE_CHARS = 80
 DEFAULT_MAX_LINE_BYTES = 1 << 20
+
+
+# --- the optional C codec (the ``speedups`` extra) --------------------------------------
+
+PURE_JSON_ENV = "TRIO_RELAY_PURE_JSON"
+"""Set to ``1`` to keep the standard library's codec even with msgspec installed."""
+
+MAX_FAST_BRACKETS = 512
+"""A line with this many ``[`` and ``{`` or more is decoded by the pure path only. Both
+parsers count each level of nesting against the recursion limit, each from its own
+call depth (equal today: one Python frame each); a line that could nest that deep never
+reaches msgspec, so a change of either call path cannot make them stop apart. Below it
+both go far deeper than such a line can."""
+
+_MAX_FAST_DEPTH = 32
+"""Deeper values are encoded by the pure path (which also names a circular one)."""
+
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class JsonCodec:
+    """How lines are decoded and frames encoded: the pure path alone (:data:`PURE`), or
+    a C fast path in front of it (:func:`msgspec_codec`). ``loads`` returns the value or
+    ``_MISSING``; ``dumps`` the bytes or None; either way "not mine" sends the input
+    to the pure path, whose answer is then the answer."""
+
+    name: str
+    loads: Callable[[bytes], Any] | None = None
+    dumps: Callable[[Any], bytes | None] | None = None
+
+
+PURE = JsonCodec("json")
+
+
+def _plain(obj: Any, depth: int = 0) -> bool:
+    """True if ``obj`` is exact JSON that msgspec encodes byte for byte as we do."""
+    kind = type(obj)
+    if kind is dict:
+        if depth > _MAX_FAST_DEPTH:
+            return False
+        for key, value in obj.items():
+            if type(key) is not str:
+                return False
+            kind = type(value)
+            if not (kind is str or kind is int or kind is bool or value is None) and not _plain(
+                value, depth + 1
+            ):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        if depth > _MAX_FAST_DEPTH:
+            return False
+        for value in obj:
+            kind = type(value)
+            if not (kind is str or kind is int or kind is bool or value is None) and not _plain(
+                value, depth + 1
+            ):
+                return False
+        return True
+    return kind is str or kind is int or kind is bool or obj is None
+
+
+def msgspec_codec() -> JsonCodec | None:
+    """The msgspec fast path in front of the pure one; None without msgspec."""
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    decode = msgspec.json.Decoder().decode
+    encode = msgspec.json.Encoder().encode
+
+    def loads(line: bytes) -> Any:
+        # Anything msgspec refuses is decoded again by the pure path, which gives the
+        # standard library's answer (a value, or the exact rejection).
+        if line.count(b"[") + line.count(b"{") >= MAX_FAST_BRACKETS:
+            return _MISSING
+        try:
+            return decode(line)
+        except Exception:
+            return _MISSING
+
+    def dumps(obj: Any) -> bytes | None:
+        if not _plain(obj):
+            return None
+        try:
+            return encode(obj)
+        except Exception:  # a lone surrogate (not UTF-8); an int msgspec cannot carry
+            return None
+
+    return JsonCodec("msgspec", loads, dumps)
+
+
+def _chosen() -> JsonCodec:
+    if os.environ.get(PURE_JSON_ENV) == "1":
+        return PURE
+    return msgspec_codec() or PURE
+
+
+ACTIVE: JsonCodec = _chosen()
+"""The codec of this process (chosen once, at import)."""
+JSON_CODEC = ACTIVE.name
+"""``"msgspec"`` or ``"json"``: which codec :data:`ACTIVE` is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,21 +165,24 @@ class FrameDecoder:
     ``frame_types`` maps wire ``type`` to frame class (``CONNECTOR_FRAMES`` on the
     gateway, ``GATEWAY_FRAMES`` on a connector). A line longer than ``max_line_bytes``
     is rejected whole, without buffering more of it than the limit, so a peer cannot
-    grow our memory by never sending a newline.
+    grow our memory by never sending a newline. ``codec``: the process's by default
+    (:data:`ACTIVE`); the frames and rejections are the same with any.
     """
 
     # No __dict__: one per relay (or per connection), held for its whole life.
-    __slots__ = ("_frame_types", "_max_line_bytes", "_oversized_sample", "_partial")
+    __slots__ = ("_fast_loads", "_frame_types", "_max_line_bytes", "_oversized_sample", "_partial")
 
     def __init__(
         self,
         frame_types: Mapping[str, type[Frame]],
         *,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        codec: JsonCodec = ACTIVE,
     ) -> None:
         if max_line_bytes <= 0:
             raise ValueError(f"max_line_bytes must be positive, got {max_line_bytes}")
         self._frame_types = frame_types
+        self._fast_loads = codec.loads
         self._max_line_bytes = max_line_bytes
         self._partial = b""
         # While skipping an oversized line: the sample to report once its end arrives.
@@ -106,26 +227,35 @@ class FrameDecoder:
         return RejectedFrame(f"line longer than {self._max_line_bytes} bytes", sample)
 
     def _parse(self, line: bytes) -> Frame | RejectedFrame:
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            return RejectedFrame("invalid UTF-8", _sample(line))
-        try:
-            obj = _decode(text)
-        except (ValueError, RecursionError) as exc:
-            return RejectedFrame(f"invalid JSON: {exc}"[:200], _sample(text))
+        fast = self._fast_loads
+        obj = fast(line) if fast is not None else _MISSING
+        if obj is _MISSING:
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError:
+                return RejectedFrame("invalid UTF-8", _sample(line))
+            try:
+                obj = _decode(text)
+            except (ValueError, RecursionError) as exc:
+                return RejectedFrame(f"invalid JSON: {exc}"[:200], _sample(text))
+        # The samples below come from the text, as on the pure path (the C path took
+        # only valid UTF-8): the same characters, the same ellipsis.
         if not isinstance(obj, dict):
-            return RejectedFrame(f"JSON {type(obj).__name__} is not an object", _sample(text))
+            return RejectedFrame(f"JSON {type(obj).__name__} is not an object", _text_sample(line))
         frame_type = obj.get("type")
         if not isinstance(frame_type, str):
-            return RejectedFrame("missing or non-string 'type'", _sample(text))
+            return RejectedFrame("missing or non-string 'type'", _text_sample(line))
         frame_cls = self._frame_types.get(frame_type)
         if frame_cls is None:
-            return RejectedFrame(f"unknown type {frame_type!r}"[:200], _sample(text))
+            return RejectedFrame(f"unknown type {frame_type!r}"[:200], _text_sample(line))
         try:
             return frame_cls.from_wire(obj)
         except FrameError as exc:
-            return RejectedFrame(f"{frame_type}: {exc}", _sample(text))
+            return RejectedFrame(f"{frame_type}: {exc}", _text_sample(line))
+
+
+def _text_sample(line: bytes) -> str:
+    return _sample(line.decode("utf-8"))
 
 
 def _not_json(constant: str) -> Any:
@@ -183,12 +313,17 @@ _encode: Callable[[Any], str] = _prebuilt(ascii_only=False)
 _encode_ascii: Callable[[Any], str] = _prebuilt(ascii_only=True)
 
 
-def encode_line(obj: Mapping[str, Any]) -> str:
+
+def encode_line(obj: Mapping[str, Any], codec: JsonCodec = ACTIVE) -> str:
     """One JSON object as one wire line (compact, UTF-8 kept readable, ``\\n``-ended).
 
     Raises ``TypeError``/``ValueError`` for values JSON cannot carry (including NaN,
-    which other peers' parsers reject).
+    which other peers' parsers reject). ``codec``: the process's by default.
     """
+    if codec.dumps is not None:
+        data = codec.dumps(obj)
+        if data is not None:
+            return data.decode("utf-8") + "\n"
     line = _encode(obj) + "\n"
     if not line.isascii():
         try:
@@ -200,9 +335,13 @@ def encode_line(obj: Mapping[str, Any]) -> str:
     return line
 
 
-def encode_wire(obj: Mapping[str, Any]) -> bytes:
+def encode_wire(obj: Mapping[str, Any], codec: JsonCodec = ACTIVE) -> bytes:
     """:func:`encode_line` as the UTF-8 bytes that go on the wire, encoded once: the
     caller's size check is ``len()`` of the result, and the writer sends it as is."""
+    if codec.dumps is not None:
+        data = codec.dumps(obj)
+        if data is not None:
+            return data + b"\n"
     text = _encode(obj)
     try:
         return (text + "\n").encode("utf-8")

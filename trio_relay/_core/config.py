@@ -16,16 +16,21 @@ from typing import Any
 from .dedupe_store import DedupeStore
 from .endpoint import ByteStream, Endpoint
 from .keepalive import KeepaliveConfig
+from .telemetry import TelemetryProvider
 from .token import DEFAULT_TOKEN_TTL, check_gateway_id
 from .url import masked_credentials
 
-Dialer = Callable[[Endpoint, "RelayConfig"], Awaitable[ByteStream]]
-"""``async (endpoint, config) -> stream``: open a byte stream to ``endpoint``.
+Dialer = Callable[[Endpoint], Awaitable[ByteStream]]
+"""``async (endpoint) -> stream``: open a byte stream to ``endpoint``.
 
-Raise ``OSError`` (refused, unreachable, TLS failures as ``ssl.SSLError``) or any
-``trio`` stream error for a failed dial; the relay classifies it, logs it in plain
-words and redials. The relay bounds the call with ``config.connect_timeout`` and
-closes the stream when the connection ends."""
+A dialer is built with what it needs (a proxy, a TLS context, socket options); the
+default one is built from the config when the relay opens. The stream it returns has
+the relay's one stream interface (``ByteStream``: ``receive_some``, ``send_all``,
+``send_nowait``, ``close``, ``aclose``), so a test's stream takes the same direct-write
+path as a real socket. Raise ``OSError`` (refused, unreachable, TLS failures as
+``ssl.SSLError``) or any ``trio`` stream error for a failed dial; the relay classifies
+it, logs it in plain words and redials. The relay bounds the call with
+``config.connect_timeout`` and closes the stream when the connection ends."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,7 @@ class RelayConfig:
       retry within about 50 to 400 ms; everything else waits uniform in [d/2, d], ``d``
       doubling from ``backoff_initial`` to ``backoff_max``.
     - ``dormant_redial_delay``: the first redial after :meth:`Relay.go_dormant`.
+    - ``redial_hold_max``: the cap on a redial hold (:meth:`Relay.hold_redial`).
     - ``drain_timeout``: how long leaving ``open_relay`` waits for in-flight requests.
     - ``close_timeout``: how long the WebSocket closing handshake may take.
     - ``dedupe_size``: the least number of handled keys remembered (the pipeline keeps
@@ -112,6 +118,10 @@ class RelayConfig:
     60 s, which also counted links that never completed a handshake.)"""
     dormant_redial_delay: float = 1.0
     """The first redial after `go_dormant()` (seconds)."""
+    redial_hold_max: float = 60.0
+    """The longest a redial hold (`hold_redial()`, `go_dormant(hold=...)`) lasts, in
+    seconds, whatever it asked for: a lost release must not strand the relay. The relay
+    dials at once when a hold ends."""
     drain_timeout: float = 5.0
     """How long leaving `open_relay` waits for in-flight requests."""
     close_timeout: float = 1.0
@@ -182,9 +192,11 @@ class RelayConfig:
     2.5 KiB; one per relay was a tenth of an idle relay's memory). Pass a seeded one
     for exact, repeatable delays in tests."""
     proxy: str | bool = field(default=True, repr=False)
-    """HTTP CONNECT proxy for the WebSocket: ``True`` reads ``HTTPS_PROXY`` (``wss``) or
+    """Proxy for the WebSocket: ``True`` reads ``HTTPS_PROXY`` (``wss``) or
     ``HTTP_PROXY`` (``ws``), then ``ALL_PROXY``, honouring ``NO_PROXY``; a URL
-    (``http://[user:pass@]host:port``) uses that proxy; ``False`` dials directly."""
+    (``http://[user:pass@]host:port`` for HTTP CONNECT, ``socks5://`` or ``socks5h://``
+    (the proxy resolves the connector's name) for SOCKS5) uses that proxy; ``False``
+    dials directly. The password never appears in a repr, a log line or an error."""
     extra_headers: tuple[tuple[str, str], ...] = ()
     """Extra HTTP headers on the upgrade request (``Authorization`` is ours)."""
     user_agent: str | None = "trio-relay"
@@ -193,10 +205,23 @@ class RelayConfig:
     """Offer permessage-deflate. Off by default: relay frames are small and the CPU and
     per-connection memory (about 64 KiB of zlib state a side) cost more than it saves."""
     dialer: Dialer | None = field(default=None, repr=False, compare=False)
-    """Opens the byte stream for each dial: ``async (endpoint, config) -> stream``
-    (see ``trio_relay._core.endpoint``). ``None`` is the real one: TCP with happy
-    eyeballs and the keepalive options, the proxy, TLS. Tests and the soak pass
+    """Opens the byte stream for each dial: ``async (endpoint) -> stream``, a stream
+    with ``receive_some``, ``send_all``, ``send_nowait`` (write what can be written
+    now, return the count), ``close`` and ``aclose``. ``None`` is the real one, built
+    from this config when the relay opens: TCP with happy eyeballs and the keepalive
+    options, the proxy, TLS with ``ssl_context``. Tests and the soak pass
     ``trio_relay.testing.FaultDialer``/``MemoryDialer`` here to inject faults."""
+    adapt_ping_interval: bool = True
+    """When two links in a row are cut by the peer without a close frame after the same
+    silence (something in between cuts idle connections below ``ping_interval``), log
+    one WARNING naming it and ping every half that silence (never below 1 s) for the
+    rest of the relay's life; a link cut there again does not climb the redial ladder.
+    ``stats.effective_ping_interval`` and ``stats.idle_cut_detected`` show it. ``False``:
+    the warning only, the pings stay at ``ping_interval``."""
+    telemetry: TelemetryProvider | None = field(default=None, compare=False)
+    """Metrics and spans of the relay: ``trio_relay.OpenTelemetry()`` (needs
+    ``pip install 'trio_relay[otel]'``) sends them through OpenTelemetry. ``None``: no
+    telemetry, and the relay does no telemetry work at all."""
 
     def __repr__(self) -> str:
         # The generated repr minus the fields marked repr=False, plus the proxy with its
@@ -227,6 +252,7 @@ class RelayConfig:
             "media_stall_timeout",
             "route_cache_size",
             "edit_interval",
+            "redial_hold_max",
         )
         for name in positive:
             value = getattr(self, name)

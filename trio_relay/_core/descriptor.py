@@ -75,6 +75,11 @@ class Descriptor:
     """The connector can attach surrounding channel messages (``event.context``)."""
     supports_inchannel_continuable: bool = False
     supports_block_formatting: bool = False
+    """The connector renders blocks when a frame's ``metadata.format_hints`` asks."""
+    draft_stream_is_message: bool | None = None
+    """Whether a ``draft`` stream becomes the message itself (sealed by a final draft)
+    rather than a preview followed by a ``send``; ``None`` when the connector did not
+    say (see :attr:`stream_is_message`)."""
     # Excluded from the hash (a dict has none) and the repr (it repeats the fields).
     raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
 
@@ -95,6 +100,7 @@ class Descriptor:
         dialect = obj.get("markdown_dialect")
         len_unit: LenUnit = "utf16" if obj.get("len_unit") == "utf16" else "chars"
         pii_safe = obj.get("pii_safe")
+        stream_is_message = obj.get("draft_stream_is_message")
         return cls(
             platform=platform,
             contract_version=version,
@@ -114,6 +120,9 @@ class Descriptor:
             supports_context=_flag(obj, "supports_context"),
             supports_inchannel_continuable=_flag(obj, "supports_inchannel_continuable"),
             supports_block_formatting=_flag(obj, "supports_block_formatting"),
+            draft_stream_is_message=(
+                stream_is_message if isinstance(stream_is_message, bool) else None
+            ),
             raw=dict(obj),
         )
 
@@ -127,6 +136,22 @@ class Descriptor:
         """Whether requests with ``action.op == op`` may be sent to this platform."""
         ops = self.supported_ops  # (the tuple itself: no set built per request)
         return op in ops if ops else op in LEGACY_OPS
+
+    @property
+    def live_cards(self) -> bool:
+        """Whether replies may stream as ``draft`` frames: ``supports_draft_streaming``
+        and ``draft`` listed in ``supported_ops`` (an empty list, the legacy set, does
+        not count)."""
+        return self.supports_draft_streaming and "draft" in self.supported_ops
+
+    @property
+    def stream_is_message(self) -> bool:
+        """Whether a draft stream is the message (sealed by a final draft) rather than a
+        preview: ``draft_stream_is_message`` when the connector sent it, else true only
+        for the platform ``slack``, whose native streams are messages."""
+        if self.draft_stream_is_message is not None:
+            return self.draft_stream_is_message
+        return self.platform.strip().lower() == "slack"
 
     def text_length(self, text: str) -> int:
         """``text``'s length as this platform counts it (characters, or UTF-16 code

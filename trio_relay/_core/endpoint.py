@@ -3,12 +3,13 @@
 :class:`Endpoint` is split out of the normalised URL once per relay. A *dialer* turns
 an endpoint into a connected byte stream (TCP, through a proxy if configured, and TLS
 for ``wss``); the WebSocket upgrade then runs over whatever stream it returns. The
-default dialer is :func:`trio_relay._trio.link.dial.connect`; ``RelayConfig(dialer=...)``
-replaces it, which is how tests and the soak inject faults (``trio_relay.testing``:
-``FaultDialer``, ``MemoryDialer``) instead of patching private modules.
+default dialer is ``trio_relay._trio.link.dial.TcpDialer``, built from the config when
+the relay opens; ``RelayConfig(dialer=...)`` replaces it, which is how tests and the
+soak inject faults (``trio_relay.testing``: ``FaultDialer``, ``MemoryDialer``) instead
+of patching private modules.
 
-Sans-I/O: the stream is described structurally (:class:`ByteStream`), so this module
-needs no Trio; any ``trio.abc.Stream`` fits.
+Sans-I/O: the stream is described structurally (:class:`ByteStream`, the relay's one
+stream interface), so this module needs no Trio.
 """
 
 from __future__ import annotations
@@ -62,11 +63,36 @@ class Endpoint:
 
 
 class ByteStream(Protocol):
-    """What a dialer returns: a connected, reliable byte stream (``trio.abc.Stream``)."""
+    """The one stream interface of the relay: what a dialer returns and every part of the
+    shell writes to (the WebSocket, its upgrade, the proxy tunnel).
 
-    async def send_all(self, data: bytes | bytearray | memoryview, /) -> None: ...
+    Declared here, in the sans-I/O core, because ``RelayConfig.dialer``'s type names it;
+    described structurally, so it needs no Trio. The implementations are in
+    ``trio_relay/_trio/link/stream.py`` (the TCP socket, TLS) and
+    ``trio_relay/testing`` (``FaultDialer``'s and ``MemoryDialer``'s streams). Each member
+    is one the relay calls:
+
+    - ``receive_some``: the reader's one read per turn (``b""`` at EOF);
+    - ``send_all``: the writer task's write, which may wait for room;
+    - ``send_nowait``: a request's *direct write*: hand over what the stream takes now,
+      never waiting, and return how many bytes it took (0 is an answer: "nothing now,
+      take the slow path"; the relay leaves the rest to ``send_all`` in its writer);
+    - ``close``: the end of a connection, at once and without a goodbye (no TLS
+      ``close_notify``): the WebSocket's closing handshake has run or been given up by
+      then, and the redial follows in the same scheduler turn;
+    - ``aclose``: Trio's ``AsyncResource`` convention, for a caller outside the relay
+      (``async with``, ``trio.aclose_forcefully``).
+
+    Errors: ``trio.BrokenResourceError`` for the network's faults (the ``OSError``
+    as its ``__cause__``), ``trio.ClosedResourceError`` after ``close``.
+    """
 
     async def receive_some(self, max_bytes: int | None = None, /) -> bytes | bytearray: ...
 
-    async def aclose(self) -> None: ...
+    async def send_all(self, data: bytes | bytearray | memoryview, /) -> None: ...
 
+    def send_nowait(self, data: bytes | bytearray | memoryview, /) -> int: ...
+
+    def close(self) -> None: ...
+
+    async def aclose(self) -> None: ...

@@ -3,8 +3,12 @@
 Decoding is lenient on purpose: an inbound event is a user's message, and dropping it
 because one field has an unexpected type would lose the message. Each field falls back to
 a default instead, and numeric ids (Telegram, Discord) become strings so that one id has
-one spelling. Fields this version does not model stay reachable as attributes through
-``raw`` (``event.some_new_field``), so a newer connector does not need a new library.
+one spelling. The trust fields of a source (:data:`TRUST_FIELDS`) are the exception:
+only JSON ``true``/``false`` count, anything else is ``None`` (unknown), because a
+control that trusts ``"false"`` or ``0`` would be fooled; the pipeline counts and logs
+each such value (:func:`rejected_trust_fields`). Fields this version does not model
+stay reachable as attributes through ``raw`` (``event.some_new_field``), so a newer
+connector does not need a new library.
 
 Sans-I/O: no Trio, no sockets.
 """
@@ -24,10 +28,15 @@ __all__ = [
     "MESSAGE_TYPES",
     "Media",
     "MessageEvent",
+    "TRUST_FIELDS",
     "Source",
     "escape_key_part",
     "normalize_platform",
+    "rejected_trust_fields",
 ]
+
+TRUST_FIELDS = ("is_bot", "message_is_edit", "one_to_one_verified")
+"""The source fields a room control may rely on: booleans, ``None`` when not sent."""
 
 MESSAGE_TYPES = frozenset(
     {"text", "photo", "video", "audio", "voice", "document", "sticker", "location", "command"}
@@ -55,6 +64,17 @@ def _str(obj: dict[str, Any], key: str) -> str | None:
 def _choice(value: object, allowed: frozenset[str], default: str) -> str:
     # isinstance first: ``[] in frozenset()`` raises TypeError (unhashable).
     return value if isinstance(value, str) and value in allowed else default
+
+
+def _flag(obj: dict[str, Any], key: str) -> bool | None:
+    value = obj.get(key)
+    return value if isinstance(value, bool) else None  # strict: never truthiness
+
+
+def rejected_trust_fields(source: dict[str, Any]) -> list[str]:
+    """The trust fields present in a wire ``source`` whose value is not a JSON boolean
+    (``null``, ``0``, ``"true"``, ...): bad input, decoded as ``None``."""
+    return [key for key in TRUST_FIELDS if key in source and not isinstance(source[key], bool)]
 
 
 def _first_str(obj: dict[str, Any], *keys: str) -> str | None:
@@ -127,7 +147,13 @@ class Media:
 
 @dataclass(frozen=True)
 class Source(_RawFields):
-    """Where an inbound message came from: platform, chat, user and thread."""
+    """Where an inbound message came from: platform, chat, user and thread, and the
+    trust fields (``is_bot``, ``message_is_edit``, ``one_to_one_verified``).
+
+    Each trust field is ``True``/``False`` as the connector sent it, or ``None`` when it
+    did not send one (or sent something other than a JSON boolean): a room control that
+    depends on one must then fail closed (treat ``None`` as "not verified", "maybe a
+    bot", "maybe an edit")."""
 
     platform: str = ""
     chat_id: str | None = None
@@ -139,6 +165,13 @@ class Source(_RawFields):
     scope_id: str | None = None
     profile: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
+    # After ``raw``, so that positional construction keeps its meaning.
+    is_bot: bool | None = None
+    """The author is a bot."""
+    message_is_edit: bool | None = None
+    """This event is an edit of an earlier message."""
+    one_to_one_verified: bool | None = None
+    """The chat is verified to be a one-to-one chat with this user."""
 
     @classmethod
     def from_wire(cls, obj: object) -> Source:
@@ -161,6 +194,9 @@ class Source(_RawFields):
             scope_id=scope_id if scope_id is not None else wire_id(obj.get("guild_id")),
             profile=_str(obj, "profile"),
             raw=dict(obj),
+            is_bot=_flag(obj, "is_bot"),
+            message_is_edit=_flag(obj, "message_is_edit"),
+            one_to_one_verified=_flag(obj, "one_to_one_verified"),
         )
 
 

@@ -12,6 +12,10 @@ rule is a table row in ``tests/core``.
 
 The close-code rules are :func:`~trio_relay._core.close.classify` (docs/protocol.md,
 "Close codes"); the delays are :class:`~trio_relay._core.backoff.Backoff`.
+
+A redial hold (``Relay.hold_redial``, docs/protocol.md "Redial hold") is
+:class:`RedialHold`, which the lifecycle holds; :class:`RedialWait` is one wait before a
+dial, and says when it ends given the hold: the supervisor sleeps what it says.
 """
 
 from __future__ import annotations
@@ -128,6 +132,76 @@ WARN_AFTER_AUTH_REFUSALS = 1
 """One credential refusal may be a provisioning race; the second in a row is not."""
 
 
+DEFAULT_REDIAL_HOLD_MAX = 60.0
+"""The longest a redial hold lasts (``RelayConfig.redial_hold_max``): a lost release
+must not strand a gateway (the reference gateway caps its hold at 60 s too)."""
+
+
+class RedialHold:
+    """A hold on redialling: while it lasts no dial starts. Pure: times are passed in.
+
+    :meth:`hold` starts a hold of its own from ``now``, replacing any earlier one (a
+    renewal is the broker saying it is still there); it ends at :meth:`release`, at its
+    time, or ``cap`` seconds after it started, whichever is first.
+    """
+
+    __slots__ = ("cap", "until")  # no __dict__: one per relay
+
+    def __init__(self, cap: float = DEFAULT_REDIAL_HOLD_MAX) -> None:
+        self.cap = cap
+        self.until: float | None = None
+        """When the current hold ends (``None``: released, or never held)."""
+
+    @staticmethod
+    def check(seconds: object) -> float:
+        """``seconds`` as a hold's length; raises ``ValueError`` unless it is a positive
+        number (``inf`` is one: the cap bounds it)."""
+        # (NaN fails ``> 0``; a bool is an int, but no length of time.)
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and seconds > 0:
+            return float(seconds)
+        raise ValueError(f"a redial hold must be a positive number of seconds, got {seconds!r}")
+
+    def hold(self, seconds: float, now: float) -> float:
+        """Hold from ``now`` for ``seconds`` (at most ``cap``); returns how long it will
+        last. Raises ``ValueError`` unless ``seconds`` is a positive number."""
+        length = min(self.check(seconds), self.cap)
+        self.until = now + length
+        return length
+
+    def release(self) -> bool:
+        """End the hold now; true when one was on."""
+        held, self.until = self.until is not None, None
+        return held
+
+    def active(self, now: float) -> bool:
+        return self.until is not None and now < self.until
+
+
+class RedialWait:
+    """One wait before a dial: until ``dial_at`` (the backoff's choice), unless a hold
+    takes it over. A hold that is on at any point of the wait replaces what is left of
+    it: the dial starts the moment the hold ends (released, timed out or capped), not
+    when the backoff would have said. Pure: times are passed in."""
+
+    __slots__ = ("dial_at", "held")
+
+    def __init__(self, dial_at: float) -> None:
+        self.dial_at = dial_at
+        self.held = False
+        """True once a hold has taken this wait over."""
+
+    def next_wake(self, now: float, hold: RedialHold) -> float | None:
+        """When to look again (sleep until then, or until the hold changes); ``None``:
+        dial now."""
+        if hold.active(now):
+            self.held = True
+            assert hold.until is not None
+            return hold.until
+        if self.held or now >= self.dial_at:
+            return None
+        return self.dial_at
+
+
 class Lifecycle:
     """Where the relay is in its life, and what it does next. Pure: no I/O, no clock.
 
@@ -143,13 +217,22 @@ class Lifecycle:
         "dormant_redial_delay",
         "dormant_requested",
         "failures_in_row",
+        "hold",
         "last_end",
         "state",
         "strike",
     )
 
-    def __init__(self, backoff: Backoff, *, dormant_redial_delay: float) -> None:
+    def __init__(
+        self,
+        backoff: Backoff,
+        *,
+        dormant_redial_delay: float,
+        redial_hold_max: float = DEFAULT_REDIAL_HOLD_MAX,
+    ) -> None:
         self.state = State.CONNECTING
+        self.hold = RedialHold(redial_hold_max)
+        """A hold on redialling (``Relay.hold_redial``); see :class:`RedialWait`."""
         self.backoff = backoff
         self.dormant_redial_delay = dormant_redial_delay
         self.closing = False

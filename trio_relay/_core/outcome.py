@@ -22,6 +22,7 @@ TIMEOUT = "timeout"
 REVOKED = "revoked"
 QUEUE_FULL = "queue_full"
 UNSUPPORTED_OP = "unsupported_op"
+DRAFT_SEALED = "draft_sealed"
 # The connector's refusal, named by docs/protocol.md, "Outcomes".
 EGRESS_DECLINED = "egress_declined"
 GATEWAY_CODES = frozenset(
@@ -34,6 +35,7 @@ GATEWAY_CODES = frozenset(
         REVOKED,
         QUEUE_FULL,
         UNSUPPORTED_OP,
+        DRAFT_SEALED,
     }
 )
 
@@ -149,4 +151,12 @@ def unsupported_op(op: str, platform: str) -> Outcome:
     return Outcome.definite(
         UNSUPPORTED_OP,
         f"platform {platform!r} does not advertise op {op!r} in its descriptor; nothing was sent",
+    )
+
+
+def draft_sealed(draft_id: object) -> Outcome:
+    return Outcome.definite(
+        DRAFT_SEALED,
+        f"draft {draft_id!r} was already sealed (final: true); a draft after its seal "
+        "would be ignored by the connector, so nothing was sent. Start a new reply",
     )

@@ -385,7 +385,10 @@ class RelayProtocol:
             elif type(frame) is RejectedFrame:
                 stats.frames_rejected += 1
                 logger.warning(
-                    "skipped a bad frame from the connector: %s (%r)", frame.reason, frame.sample
+                    "skipped a bad frame from the connector: %s (%r)",
+                    frame.reason,
+                    frame.sample,
+                    extra={"cause": frame.reason},
                 )
             else:
                 stats.frames_received += 1
@@ -407,7 +410,11 @@ class RelayProtocol:
             descriptor = shared(Descriptor.from_wire(frame.descriptor))
         except FrameError as exc:
             self._stats.frames_rejected += 1
-            logger.warning("skipped a bad descriptor from the connector: %s", exc)
+            logger.warning(
+                "skipped a bad descriptor from the connector: %s",
+                exc,
+                extra={"cause": "bad descriptor"},
+            )
             return
         platform = descriptor.platform
         if platform not in self.platforms:
@@ -416,6 +423,7 @@ class RelayProtocol:
                 "skipped a descriptor for platform %r: we said hello for %s only",
                 platform,
                 sorted(self.platforms),
+                extra={"cause": "descriptor for a platform not hello'd"},
             )
             return
         if platform in self.descriptors:
@@ -427,9 +435,14 @@ class RelayProtocol:
         if len(self.platforms) > 1 and self.has_all_descriptors:
             events.append(_ALL_DESCRIPTORS)
 
-    def _reject(self, reason: str, frame: object) -> None:
+    def _reject(self, reason: str, frame: OutboundResult) -> None:
         self._stats.frames_rejected += 1
-        logger.warning("skipped a frame from the connector: %s (%r)", reason, frame)
+        logger.warning(
+            "skipped a frame from the connector: %s (%r)",
+            reason,
+            frame,
+            extra={"cause": reason, "request_id": frame.request_id},
+        )
 
     # --- going idle ------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from .config import RelayConfig
 from .dedupe_store import DedupeStore
 from .keepalive import KeepaliveConfig
 
-__all__ = ["ConnectionSettings", "InboundSettings", "RoutesSettings"]
+__all__ = ["ConnectionSettings", "DialSettings", "InboundSettings", "RoutesSettings"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +40,31 @@ class ConnectionSettings:
             max_queued_frames=config.max_queued_frames,
             max_message_bytes=config.max_message_bytes,
             max_line_bytes=config.max_line_bytes,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DialSettings:
+    """What one dial uses, from the connect to the upgrade's answer."""
+
+    connect_timeout: float
+    handshake_timeout: float
+    """Bounds the upgrade, and then the wait for the first descriptor."""
+    max_message_bytes: int
+    compression: bool
+    user_agent: str | None
+    extra_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """(Not in the repr: a header may carry a credential.)"""
+
+    @classmethod
+    def from_config(cls, config: RelayConfig) -> DialSettings:
+        return cls(
+            connect_timeout=config.connect_timeout,
+            handshake_timeout=config.handshake_timeout,
+            max_message_bytes=config.max_message_bytes,
+            compression=config.compression,
+            user_agent=config.user_agent,
+            extra_headers=config.extra_headers,
         )
 
 

@@ -27,6 +27,12 @@ class RelayStats:
     last_end_cause: str | None = None
     """How the last link or dial ended, in words (``"closed by peer"``, ...)."""
     ping_rtt: float | None = None
+    effective_ping_interval: float | None = None
+    """The ping interval in use (seconds): ``config.ping_interval``, or lower once an idle
+    cut was learned (``RelayConfig.adapt_ping_interval``)."""
+    idle_cut_detected: float | None = None
+    """The silence (seconds) after which something between us and the connector cuts
+    idle links, once two links in a row showed it; ``None`` while none was seen."""
     requests: Counter[str] = field(default_factory=Counter)
     frames_received: int = 0
     frames_rejected: int = 0
@@ -40,11 +46,20 @@ class RelayStats:
     (which serves the connection and runs its timer) and the reader; plus the writer
     during a burst, the inbound pipeline once a frame has come, and one per chat with
     deliveries in hand. The memory benchmark reports it beside the bytes per relay."""
+    tasks_failed: int = 0
+    """Relay tasks that ended by an exception (a bug, or a dedupe store that could not
+    open): :meth:`Relay.health` is then not live."""
+    redial_holds: int = 0
+    """Redial holds placed (:meth:`Relay.hold_redial`, ``go_dormant(hold=...)``)."""
     missing_descriptors: list[str] = field(default_factory=list)
     """Hello'd platforms still without a descriptor ``handshake_timeout`` after the
     current connection opened (requests for them get the legacy ops only)."""
     # inbound pipeline
     delivered: int = 0
+    trust_fields_rejected: int = 0
+    """Trust fields on an inbound ``source`` (``is_bot``, ``message_is_edit``,
+    ``one_to_one_verified``) that were present but not a JSON boolean: read as ``None``
+    (unknown, so a control that depends on one fails closed), logged at WARNING."""
     replays_dropped: int = 0
     handler_failures: int = 0
     dead_letters: int = 0
@@ -75,5 +90,9 @@ class counted_task:
     def __enter__(self) -> None:
         self._stats.tasks += 1
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         self._stats.tasks -= 1
+        # Cancellation (and KeyboardInterrupt) is not an Exception: only a real failure
+        # of the task counts.
+        if exc_type is not None and issubclass(exc_type, Exception):
+            self._stats.tasks_failed += 1

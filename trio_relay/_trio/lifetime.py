@@ -26,12 +26,15 @@ from contextlib import asynccontextmanager
 import trio
 
 from .._core.config import Identity, RelayConfig, UpgradeAuth
+from .._core.endpoint import Endpoint
 from .._core.event import MessageEvent
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
 from .._core.settings import InboundSettings, RoutesSettings
+from .._core.state import State
 from .._core.stats import RelayStats
+from .._core.url import normalize_url
 from .adapter.plane import bind_relay
 from .inbound.acks import RelayAcks
 from .inbound.pipeline import (
@@ -85,10 +88,13 @@ async def open_relay(
     config = config or RelayConfig()
     stats = RelayStats()
     late = _Late()
+    name = auth.gateway_id if auth is not None else Endpoint.from_url(normalize_url(url)).host
+    # Made once per relay; None (the default) leaves every call site one `is None` test.
+    telemetry = None if config.telemetry is None else config.telemetry.for_relay(name, late.state)
     mint = token_minter(auth, config.wall_clock)  # a fresh token per dial and per route call
     # The connector's HTTP routes (media, policy), minting a fresh token per request.
     routes = RoutesSettings.from_config(config)
-    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, routes)
+    routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, routes, name)
     media = RelayMedia(routes_http, routes)
     # Handlers may take the relay as one more argument (``async def on_message(event,
     # relay)``); decided once, here, from the user's own signature, before any
@@ -107,6 +113,8 @@ async def open_relay(
         on_dead_letter=on_dead_letter,
         acks=acks,
         namespace=auth.gateway_id if auth is not None else "",
+        name=name,
+        telemetry=telemetry,
     )
     relay = late.relay = Relay(
         url,
@@ -116,6 +124,8 @@ async def open_relay(
         pipeline=pipeline,
         acks=acks,
         stats=stats,
+        name=name,
+        telemetry=telemetry,
     )
     relay.media = media
     raised_in_block: BaseException | None = None
@@ -175,6 +185,9 @@ class _Late:
         self.relay: Relay | None = None
         self.nursery: trio.Nursery | None = None
         self.shields: list[trio.CancelScope] = []
+
+    def state(self) -> State | None:
+        return self.relay.state if self.relay is not None else None
 
     def get_relay(self) -> Relay:
         assert self.relay is not None  # handlers run only once the relay exists

@@ -5,9 +5,10 @@ The relay's state and every decision about redialling belong to the pure
 requests, pings, going idle or dormant, and the hooks each connection calls as it opens,
 comes up and ends. The relay holds its parts and delegates to them: the state API to
 :class:`~.state_feed.RelayStates`, the adapter methods (``send_text``, ``stream_reply``,
-``ask``, ``typing``, ``descriptor_for``) to :class:`~.adapter.plane.AdapterPlane`, which
-sees the relay only as its narrow ``RelayPort``; inbound acks leave through
-:class:`~.inbound.acks.RelayAcks`, which the relay points at the newest connection.
+``task_card``, ``ask``, ``typing``, ``descriptor_for``) to
+:class:`~.adapter.plane.AdapterPlane`, which sees the relay only as its narrow
+``RelayPort``; inbound acks leave through :class:`~.inbound.acks.RelayAcks`, which the
+relay points at the newest connection.
 """
 
 from __future__ import annotations
@@ -27,21 +28,26 @@ from .._core.config import Identity, RelayConfig
 from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.errors import InsecureURLError
 from .._core.frames import Interrupt
-from .._core.lifecycle import Lifecycle
+from .._core.health import Health, assess
+from .._core.idle_cut import IdleCut
+from .._core.lifecycle import Lifecycle, RedialHold
 from .._core.outcome import Outcome
 from .._core.prompts import OptionSpec, PromptAnswer
 from .._core.protocol import encode_request
 from .._core.request_ids import RequestIds
+from .._core.settings import ConnectionSettings, DialSettings
 from .._core.state import State
 from .._core.stats import RelayStats
+from .._core.telemetry import Telemetry
 from .._core.url import normalize_url
 from .adapter.plane import AdapterPlane
 from .adapter.streaming import StreamReply
+from .adapter.task_cards import TaskCard
 from .connection.connection import Connection
 from .connection.serve import ConnectionHooks
 from .inbound.acks import RelayAcks
 from .inbound.pipeline import InboundPipeline
-from .link.dial import Endpoint
+from .link.dial import Endpoint, dialer_for
 from .routes.media import RelayMedia
 from .state_feed import RelayStates, StateChanges
 from .supervisor import Supervisor
@@ -70,7 +76,12 @@ class Relay:
         pipeline: InboundPipeline,
         acks: RelayAcks,
         stats: RelayStats,
+        name: str = "",
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self.name = name
+        """This relay in logs and telemetry: its gateway id, else its URL's host."""
+        self._telemetry = telemetry
         self._endpoint = Endpoint.from_url(normalize_url(url))
         self.url = str(self._endpoint) + self._endpoint.resource.split("?")[0]
         """The URL dialled, without user info or query (either may hold a secret)."""
@@ -105,25 +116,35 @@ class Relay:
             stable_after=config.backoff_stable_after,
             rng=config.rng,
         )
-        self._lifecycle = Lifecycle(backoff, dormant_redial_delay=config.dormant_redial_delay)
-        self._states = RelayStates(self._lifecycle, self._endpoint, self.url)
+        self._lifecycle = Lifecycle(
+            backoff,
+            dormant_redial_delay=config.dormant_redial_delay,
+            redial_hold_max=config.redial_hold_max,
+        )
+        self._states = RelayStates(self._lifecycle, self._endpoint, self.url, name)
         self._mint = mint
         """A fresh bearer token per call: each dial (the HTTP routes share it)."""
         self._supervisor = Supervisor(
             lifecycle=self._lifecycle,
             publish=self._states.publish,
             endpoint=self._endpoint,
-            config=config,
+            dial_settings=DialSettings.from_config(config),
+            connection_settings=ConnectionSettings.from_config(config),
+            dialer=dialer_for(config),
             stats=stats,
             identities=self._identities,
             mint=self._mint,
+            name=name,
+            telemetry=telemetry,
             hooks=ConnectionHooks(
                 on_open=self._connection_opened,
                 on_up=self._connection_up,
                 on_end=self._connection_ended,
                 on_inbound=pipeline.submit,
             ),
+            idle_cut=IdleCut(config.ping_interval, adapt=config.adapt_ping_interval),
         )
+        stats.effective_ping_interval = config.ping_interval
 
     def __repr__(self) -> str:
         return f"<Relay {self._endpoint} state={self.state.value}>"
@@ -173,24 +194,54 @@ class Relay:
         return self._adapter.descriptor_for(self, chat_id)
 
     async def send_text(
-        self, chat_id: str, text: str, *, reply_to: str | None = None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
     ) -> list[Outcome]:
         """Send ``text`` to ``chat_id`` in as many messages as its platform's
         ``max_message_length`` needs (cut at paragraphs, lines, words; see
         :meth:`Descriptor.split_text`), in order, ``reply_to`` on the first. Returns one
         outcome a piece sent; after a piece fails, the rest is not sent (the outcomes
-        end there). An empty text sends nothing."""
-        return await self._adapter.send_text(self, chat_id, text, reply_to=reply_to)
+        end there). An empty text sends nothing. ``format_hints`` (e.g.
+        ``{"rich_blocks": True}``) go as ``metadata.format_hints`` where the platform
+        has ``supports_block_formatting``, and are left out elsewhere."""
+        return await self._adapter.send_text(
+            self, chat_id, text, reply_to=reply_to, format_hints=format_hints
+        )
 
     def stream_reply(
-        self, chat_id: str, *, reply_to: str | None = None
+        self,
+        chat_id: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
     ) -> AbstractAsyncContextManager[StreamReply]:
         """``async with relay.stream_reply(chat_id) as reply: await reply.write(chunk)``:
         typing until the first text, then one message edited as the text grows (at most
         every ``config.edit_interval`` s), a new message when one is full, a final edit
-        on exit; one message per piece where the platform cannot edit. See
-        :class:`StreamReply` for ``message_ids``, ``outcomes`` and ``failed``."""
-        return self._adapter.stream_reply(self, chat_id, reply_to=reply_to)
+        on exit; one message per piece where the platform cannot edit. Where the
+        platform streams live cards (:attr:`Descriptor.live_cards`) the reply goes as
+        ``draft`` frames instead, ended by a seal or, where the draft is only a
+        preview, by an ordinary send. ``format_hints`` as for :meth:`send_text`. See
+        :class:`StreamReply` for ``message_ids``, ``outcome``, ``outcomes`` and
+        ``failed``."""
+        return self._adapter.stream_reply(
+            self, chat_id, reply_to=reply_to, format_hints=format_hints
+        )
+
+    def task_card(
+        self, chat_id: str, *, reply_to: str | None = None
+    ) -> AbstractAsyncContextManager[TaskCard]:
+        """``async with relay.task_card(chat_id, reply_to=msg_id) as card: await
+        card.update([TaskChunk("t1", "Search", "in_progress")])``: a turn's progress as
+        a card of task chunks, ended (``task_card_stop``) when the block ends, within
+        ``config.close_timeout``. Only where the chat's descriptor lists ``task_card``;
+        elsewhere ``update`` returns an ``unsupported_op`` outcome and sends nothing.
+        Never raises for a network failure: see :class:`TaskCard`."""
+        return self._adapter.task_card(self, chat_id, reply_to=reply_to)
 
     async def ask(
         self,
@@ -241,15 +292,22 @@ class Relay:
         request fails at once, unless ``wait_connected`` is true: then it waits for the
         next connection within the same timeout.
         """
-        routed = self._adapter.route(action, platform)  # fills the chat's routing metadata
+        # Fills the chat's routing metadata, strips unrendered format hints, refuses a
+        # draft after its seal.
+        routed = self._adapter.route(self, action, platform)
         bot_id = None
         if routed is not None:
+            if routed.refused is not None:
+                self.stats.requests[_outcome_label(routed.refused)] += 1
+                return routed.refused
             action, platform, bot_id = routed.action, routed.platform, routed.bot_id
         request_id, line, op = self._encode_request(action, platform, bot_id)
         timeout = self._config.request_timeout if timeout is None else timeout
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
         deadline = trio.current_time() + timeout
+        telemetry = self._telemetry
+        record = None if telemetry is None else telemetry.request_started(op, request_id)
         # The hot path is flat on purpose: every coroutine level between the caller
         # and the waiter is paid again each time the request's task is resumed.
         ready = self._ready(op, platform)
@@ -262,6 +320,8 @@ class Relay:
         else:
             outcome = ready  # a refusal: nothing is sent
         self.stats.requests["success" if outcome.success else _outcome_label(outcome)] += 1
+        if record is not None:
+            record.settled(outcome)
         return outcome
 
     def _encode_request(
@@ -329,7 +389,7 @@ class Relay:
             rtt = await conn.ping()
             if rtt is None:
                 raise ConnectionError("the connection ended before the pong")
-            return rtt
+            return rtt  # (its round trip reached the telemetry in the connection)
         raise TimeoutError(f"no pong within {limit:g} s")
 
     def interrupt(self, session_key: str, reason: str | None = None) -> bool:
@@ -351,19 +411,66 @@ class Relay:
                 "relay %s: no going_idle_ack within %g s; keeping the connection",
                 self._endpoint,
                 timeout,
+                extra={"relay": self.name},
             )
         return False
 
-    async def go_dormant(self, timeout: float = 5.0) -> bool:
+    async def go_dormant(self, timeout: float = 5.0, *, hold: float | None = None) -> bool:
         """Go idle, then close the socket on purpose; the redial stays armed and fires
         after ``config.dormant_redial_delay``. If the connector does not acknowledge
-        within ``timeout``, the connection is kept and false is returned."""
+        within ``timeout``, the connection is kept and false is returned.
+
+        ``hold``: hold the redial for that many seconds in the same step (as
+        :meth:`hold_redial` does, placed before the socket closes, so no dial can slip in
+        between); the relay then dials when the hold ends, instead of after
+        ``dormant_redial_delay``. Nothing is held when false is returned."""
+        if hold is not None:
+            RedialHold.check(hold)  # a bad value raises before anything is sent
         conn = self._conn
         if conn is None or not await self.go_idle(timeout) or not conn.is_open:
             return False
+        if hold is not None:
+            self.hold_redial(hold)
         self._lifecycle.dormant_requested = True
         await conn.close(NORMAL_CLOSE_CODE, "dormant", "went dormant", by_us=True)
         return True
+
+    def hold_redial(self, seconds: float) -> None:
+        """Start no dial for ``seconds`` (at most ``config.redial_hold_max``), for a
+        brokered suspend: the state stays ``DORMANT`` or ``RECONNECTING`` and
+        :meth:`health` says ``"redial held"``. The hold ends at :meth:`release_redial`,
+        at its time or at the cap, whichever is first, and then the relay dials at once
+        (the hold replaces the backoff wait it interrupted). A hold placed while
+        connected holds the redial after the link ends. A new hold replaces the one
+        before (its time counts from now). Raises ``ValueError`` unless ``seconds`` is a
+        positive number."""
+        length = self._lifecycle.hold.hold(seconds, trio.current_time())
+        self.stats.redial_holds += 1
+        logger.info("relay %s: redial held for %.3g s", self._endpoint, length)
+        self._supervisor.hold_changed.notify()
+
+    def release_redial(self) -> None:
+        """End a redial hold now: a relay waiting on it dials at once. Nothing happens
+        without a hold."""
+        if self._lifecycle.hold.release():
+            logger.info("relay %s: redial hold released", self._endpoint)
+            self._supervisor.hold_changed.notify()
+
+    def health(self) -> Health:
+        """The relay's health, for a health endpoint: ``live`` is false only when the
+        relay is ``REVOKED`` or ``CLOSED`` or one of its tasks failed; ``ready`` only
+        when ``CONNECTED``. A dormant, held or reconnecting relay is live and not ready
+        (suspended is not down). ``since`` is when the state last changed (Trio's
+        monotonic clock); ``reason`` says why, in words."""
+        lifecycle = self._lifecycle
+        return assess(
+            lifecycle.state,
+            since=self._states.since,
+            closing=lifecycle.closing,
+            held=lifecycle.hold.active(trio.current_time()),
+            tasks_failed=self.stats.tasks_failed,
+            last_end=lifecycle.last_end,
+        )
 
     # --- connection hooks (called synchronously by the connection) ----------------
 
@@ -389,7 +496,11 @@ class Relay:
         end: ConnectionEnd | None = conn.end_info
         assert end is not None
         if not end.by_us:
-            self.stats.drops[end.cause.split(":")[0]] += 1
+            cause = end.cause.split(":")[0]
+            self.stats.drops[cause] += 1
+            if self._telemetry is not None:
+                self._telemetry.dropped(cause)
+        self._supervisor.link_ended(end, trio.current_time() - conn.ws.last_received)
         self.stats.last_close_code = end.code
         self.stats.last_close_reason = end.reason
         if self._newest is conn:

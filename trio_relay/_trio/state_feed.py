@@ -154,13 +154,17 @@ class RelayStates:
     one place a change of state is announced.
     """
 
-    __slots__ = ("_endpoint", "_lifecycle", "_url", "feed")  # no __dict__: one per relay
+    # No __dict__: one per relay.
+    __slots__ = ("_endpoint", "_lifecycle", "_name", "_url", "feed", "since")
 
-    def __init__(self, lifecycle: Lifecycle, endpoint: Endpoint, url: str) -> None:
+    def __init__(self, lifecycle: Lifecycle, endpoint: Endpoint, url: str, name: str = "") -> None:
+        self._name = name
         self._lifecycle = lifecycle
         self._endpoint = endpoint
         self._url = url
         self.feed = StateFeed(lifecycle.state)
+        self.since = trio.current_time()
+        """When the state last changed (Trio's clock); at first, when the relay was made."""
 
     @property
     def state(self) -> State:
@@ -176,7 +180,10 @@ class RelayStates:
             change.old.value,
             change.new.value,
             change.cause,
+            # Named here: the change into CLOSED is published from the caller's task.
+            extra={"relay": self._name, "cause": change.cause, "state": change.new.value},
         )
+        self.since = trio.current_time()
         self.feed.publish(change)
 
     def subscribe(self) -> StateChanges:

@@ -36,10 +36,16 @@ except ImportError as exc:
 
 from ._chats import PromptShown, TranscriptEntry  # noqa: E402
 from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
-from ._dialers import FaultDialer, FaultStream, MemoryDialer  # noqa: E402
+from ._dialers import (  # noqa: E402
+    FaultDialer,
+    FaultStream,
+    MemoryDialer,
+    MemoryStream,
+    memory_stream_pair,
+)
 from ._options import ConnectorOptions, JsonObject, OutboundHandler  # noqa: E402
 from ._probes import live_tasks, open_fds, rss_bytes, trim_heap  # noqa: E402
-from ._protocol import default_descriptor  # noqa: E402
+from ._protocol import default_descriptor, live_descriptor  # noqa: E402
 from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa: E402
 
 __all__ = [
@@ -50,6 +56,7 @@ __all__ = [
     "FrameObserver",
     "JsonObject",
     "MemoryDialer",
+    "MemoryStream",
     "OutboundHandler",
     "PromptShown",
     "ReferenceConnector",
@@ -57,7 +64,9 @@ __all__ = [
     "SessionObserver",
     "TranscriptEntry",
     "default_descriptor",
+    "live_descriptor",
     "live_tasks",
+    "memory_stream_pair",
     "open_connector",
     "open_fds",
     "rss_bytes",

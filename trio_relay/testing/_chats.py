@@ -32,7 +32,9 @@ class TranscriptEntry:
     ``direction`` is ``"in"`` for what a user did (a message, a button press) and
     ``"out"`` for what the gateway did to the chat (an op the connector carried out).
     ``kind`` is the inbound ``message_type`` (``"prompt_response"`` for a press) or the
-    op name. ``raw`` is the event or the action as it was on the wire.
+    op name (``"seal"`` for a ``draft`` with ``final: true``, the live card's end).
+    ``format_hints`` are the action's ``metadata.format_hints``, if it had any. ``raw``
+    is the event or the action as it was on the wire.
     """
 
     direction: Literal["in", "out"]
@@ -41,6 +43,7 @@ class TranscriptEntry:
     who: str
     message_id: str | None = None
     raw: JsonObject = field(default_factory=dict, repr=False, compare=False)
+    format_hints: JsonObject | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         ref = f" #{self.message_id}" if self.message_id else ""
@@ -48,7 +51,8 @@ class TranscriptEntry:
         if self.direction == "in":
             kind = "" if self.kind == "text" else f" [{self.kind}]"
             return f"{self.who}{kind}{ref}{text}"
-        return f"{self.who} {self.kind}{ref}{text}"
+        hints = "" if self.format_hints is None else f" {{{', '.join(self.format_hints)}}}"
+        return f"{self.who} {self.kind}{ref}{hints}{text}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,12 @@ def _outbound_text(action: Mapping[str, Any]) -> str | None:
         return f"{'-' if action.get('remove') else '+'}{action.get('emoji')}"
     if op in ("thread_create", "thread_rename"):
         return _text(action.get("thread_name"))
+    if op == "task_card":
+        return " ".join(
+            f"[{c.get('status')}: {c.get('title')}]"
+            for c in action.get("chunks", ())
+            if isinstance(c, dict)
+        )
     return _text(action.get("content"))
 
 
@@ -179,7 +189,18 @@ class ChatBook:
         chat = self.chat(chat_id)
         if self.keep_transcripts:
             text = _outbound_text(action)
-            entry = TranscriptEntry("out", op, text, "bot", message_id, dict(action))
+            kind = "seal" if op == "draft" and action.get("final") is True else op
+            metadata = action.get("metadata")
+            hints = metadata.get("format_hints") if isinstance(metadata, dict) else None
+            entry = TranscriptEntry(
+                "out",
+                kind,
+                text,
+                "bot",
+                message_id,
+                dict(action),
+                dict(hints) if isinstance(hints, dict) else None,
+            )
             chat.transcript.append(entry)
         if op == "prompt":
             options = tuple(

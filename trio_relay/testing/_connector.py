@@ -29,6 +29,7 @@ from wsproto.utilities import LocalProtocolError
 
 from .._core.close import AUTH_CLOSE_CODE
 from .._core.frames import InboundFrame, InterruptInbound
+from ._faults import ActionMatch
 from ._http_routes import HttpRoutes
 from ._options import ConnectorOptions, takes_options
 from ._protocol import ConnectorProtocol, JsonObject
@@ -174,6 +175,12 @@ class ReferenceConnector(ConnectorProtocol):
     def drop_results(self, drop: bool = True) -> None:
         """Never answer ``outbound`` frames while ``drop`` is set."""
         self.results.dropping = drop
+
+    def lose_results(self, count: int = 1, *, where: ActionMatch) -> None:
+        """Carry out the next ``count`` actions for which ``where(action)`` holds, but
+        never send their results: the gateway's requests end ambiguous (at their
+        timeout). E.g. ``where=lambda a: a.get("final") is True`` loses a seal's."""
+        self.results.lose(count, where)
 
     def revoke(self, gateway_id: str) -> None:
         """Close ``gateway_id``'s sessions with 4401 "revoked"; its future upgrades are

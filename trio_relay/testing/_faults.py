@@ -2,14 +2,16 @@
 
 :class:`UpgradePolicy` decides each upgrade (path, bearer token, revocations, injected
 refusals); :class:`ResultPolicy` decides what happens to each ``outbound_result``
-(sent now, delayed, withheld until released, or dropped). Both are plain state that the
-connector's public fault methods flip; neither does I/O itself.
+(sent now, delayed, withheld until released, dropped, or lost for chosen actions).
+Both are plain state that the connector's public fault methods flip; neither does I/O
+itself.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import trio
@@ -67,6 +69,10 @@ class UpgradePolicy:
         return Admission(gateway_id=gateway_id)
 
 
+ActionMatch = Callable[[Mapping[str, Any]], bool]
+"""Chooses actions by their ``action`` object (e.g. ``lambda a: a.get("final") is True``)."""
+
+
 class ResultPolicy:
     def __init__(self) -> None:
         self.delay = 0.0
@@ -75,9 +81,29 @@ class ResultPolicy:
         self.held: list[tuple[Session, OutboundResult]] = []
         self.dropped = 0
         """Results never sent: dropped on purpose, or released onto a closed session."""
+        self.losing: list[list[Any]] = []
+        """[count left, match] pairs: the results of the next matching actions are lost."""
 
-    def route(self, session: Session, reply: OutboundResult) -> None:
-        if self.dropping:
+    def lose(self, count: int, match: ActionMatch) -> None:
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count}")
+        self.losing.append([count, match])
+
+    def _lost(self, action: Mapping[str, Any] | None) -> bool:
+        if action is None:
+            return False
+        for entry in self.losing:
+            if entry[1](action):
+                entry[0] -= 1
+                if entry[0] == 0:
+                    self.losing.remove(entry)
+                return True
+        return False
+
+    def route(
+        self, session: Session, reply: OutboundResult, action: Mapping[str, Any] | None = None
+    ) -> None:
+        if self.dropping or (self.losing and self._lost(action)):
             self.dropped += 1
         elif self.withholding:
             self.held.append((session, reply))

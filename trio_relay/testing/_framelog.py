@@ -35,11 +35,26 @@ def quote(text: object, limit: int = MAX_TEXT) -> str:
     return '"' + flat.replace('"', '\\"') + '"'
 
 
+_ID_KEYS = (
+    "chat_id",
+    "session_key",
+    "message_id",
+    "prompt_id",
+    "media_kind",
+    "draft_id",
+    "card_id",
+)
+
+
 def _action(action: Mapping[str, Any]) -> str:
     parts = [str(action.get("op"))]
-    for key in ("chat_id", "session_key", "message_id", "prompt_id", "media_kind"):
+    for key in _ID_KEYS:
         if key in action:
             parts.append(f"{key}={action[key]}")
+    if action.get("final") is True:
+        parts.append("final")  # a live card's seal
+    if isinstance(action.get("chunks"), list):
+        parts.append(f"chunks={len(action['chunks'])}")
     if isinstance(action.get("options"), list):
         ids = ",".join(str(o.get("id")) for o in action["options"] if isinstance(o, dict))
         parts.append(f"options={ids}")

@@ -27,6 +27,7 @@ Check = Callable[[Any], str | None]
 
 MEDIA_KINDS = ("image", "voice", "audio", "video", "document")
 PROMPT_KINDS = ("approval", "clarify", "choice")
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
 MAX_THREAD_NAME = 100
 MAX_OPTION_ID = 32
 MAX_PROMPT_CALLBACK_BYTES = 64  # "hp1:<prompt_id>:<option_id>" must fit a button's data
@@ -37,7 +38,8 @@ _ID_ALPHABET = re.compile(r"[A-Za-z0-9_.-]+")
 class Field:
     name: str
     kind: str
-    """``string``, ``id`` (string or integer), ``bool``, ``number``, ``object``, ``list``."""
+    """``string``, ``id`` (string or integer), ``int``, ``bool``, ``number``, ``object``,
+    ``list``."""
     required: bool = False
     check: Check | None = None
 
@@ -102,6 +104,20 @@ def _options(value: list[Any]) -> str | None:
 
 def _positive(value: float) -> str | None:
     return None if value > 0 else "must be positive"
+
+
+def _chunks(value: list[Any]) -> str | None:
+    for n, chunk in enumerate(value):
+        if not isinstance(chunk, dict):
+            return f"[{n}] must be an object with 'id', 'title' and 'status'"
+        for key in ("id", "title"):
+            if not isinstance(chunk.get(key), str):
+                return f"[{n}].{key} must be a string"
+        if chunk.get("status") not in TASK_STATUSES:
+            return f"[{n}].status must be one of {', '.join(TASK_STATUSES)}"
+        if "details" in chunk and not isinstance(chunk["details"], str):
+            return f"[{n}].details must be a string"
+    return None
 
 
 _CHAT = Field("chat_id", "id", required=True)
@@ -181,6 +197,24 @@ OP_TABLE: Mapping[str, OpSpec] = {
             _METADATA,
         ),
         _op("get_chat_info", "chat_info", _CHAT),
+        _op(
+            "draft",
+            "message_id",
+            _CHAT,
+            Field("draft_id", "int", required=True, check=_positive),
+            _CONTENT,
+            Field("final", "bool", required=True),
+            _METADATA,
+        ),
+        _op(
+            "task_card",
+            "plain",
+            _CHAT,
+            Field("card_id", "string", required=True),
+            Field("chunks", "list", required=True, check=_chunks),
+            _METADATA,
+        ),
+        _op("task_card_stop", "plain", _CHAT, Field("card_id", "string", required=True), _METADATA),
     )
 }
 """Every op of protocol v1, by name."""
@@ -209,6 +243,7 @@ _KINDS: Mapping[str, tuple[str, Callable[[Any], bool]]] = {
         "a string or an integer",
         lambda v: isinstance(v, (str, int)) and not isinstance(v, bool),
     ),
+    "int": ("an integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
     "bool": ("a boolean", lambda v: isinstance(v, bool)),
     "number": ("a number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
     "object": ("an object", lambda v: isinstance(v, dict)),

@@ -38,6 +38,7 @@ from .._core.frames import (
 )
 from ._buffer import DurableBuffer
 from ._chats import ChatBook, TranscriptEntry
+from ._drafts import DraftBook
 from ._faults import ResultPolicy, UpgradePolicy
 from ._ops import OP_TABLE, ActionRefusal, check_action
 from ._options import ConnectorOptions, JsonObject, OutboundHandler
@@ -48,7 +49,23 @@ logger = logging.getLogger("trio_relay.testing.connector")
 ANY_PLATFORM = "*"
 """The ``descriptors`` key whose overrides apply to every platform."""
 
-__all__ = ["ConnectorProtocol", "JsonObject", "OutboundHandler", "default_descriptor"]
+__all__ = [
+    "ConnectorProtocol",
+    "JsonObject",
+    "OutboundHandler",
+    "default_descriptor",
+    "live_descriptor",
+]
+
+
+_TRUST_FIELDS = frozenset({"is_bot", "message_is_edit", "one_to_one_verified"})
+"""Per-event source fields (docs/protocol.md, "Trust fields"): never templated."""
+
+
+def _template(source: JsonObject) -> JsonObject:
+    """A chat's latest source as the template of the next event: its trust fields left
+    out (they describe that one event)."""
+    return {k: v for k, v in source.items() if k not in _TRUST_FIELDS}
 
 
 def default_descriptor(platform: str) -> JsonObject:
@@ -63,6 +80,36 @@ def default_descriptor(platform: str) -> JsonObject:
         "markdown_dialect": "plain",
         "len_unit": "chars",
     }
+
+
+def live_descriptor(
+    *,
+    drafts: bool = True,
+    stream_is_message: bool | None = None,
+    block_formatting: bool = False,
+    task_cards: bool = False,
+    extra_ops: tuple[str, ...] = (),
+) -> JsonObject:
+    """Descriptor keys for the newer capabilities, to pass (per platform) as
+    ``descriptors`` to :func:`open_connector`: ``drafts`` advertises live cards
+    (``supports_draft_streaming`` and the ``draft`` op), ``stream_is_message`` sets
+    ``draft_stream_is_message`` (``None`` leaves it out: the platform name decides),
+    ``block_formatting`` sets ``supports_block_formatting``, ``task_cards`` adds the
+    ``task_card`` and ``task_card_stop`` ops. ``supported_ops`` always lists the
+    legacy ops as well, plus ``extra_ops``."""
+    ops = sorted(LEGACY_OPS) + list(extra_ops)
+    if drafts:
+        ops.append("draft")
+    if task_cards:
+        ops += ["task_card", "task_card_stop"]
+    keys: JsonObject = {
+        "supports_draft_streaming": drafts,
+        "supports_block_formatting": block_formatting,
+        "supported_ops": ops,
+    }
+    if stream_is_message is not None:
+        keys["draft_stream_is_message"] = stream_is_message
+    return keys
 
 
 class ConnectorProtocol:
@@ -93,6 +140,11 @@ class ConnectorProtocol:
         self.results = ResultPolicy()
         self.buffer = DurableBuffer()
         self.chats = ChatBook(keep_transcripts=options.record)
+        self.drafts = DraftBook()
+        """Every live card (``draft`` stream) carried out, with its seal's tombstone."""
+        self.refusals: dict[str, list[ActionRefusal]] = {}
+        """op -> refusals the next valid actions of that op get instead of being
+        carried out (see :meth:`refuse_actions`)."""
         self._injected = itertools.count(1)
         self._handshaken: list[Session] = []
         self._changed = trio.lowlevel.ParkingLot()
@@ -122,6 +174,24 @@ class ConnectorProtocol:
     def transcript_text(self, chat_id: str) -> str:
         """:meth:`transcript` as text, one line an entry."""
         return "".join(f"{entry}\n" for entry in self.chats.transcript(chat_id))
+
+    def refuse_actions(
+        self,
+        op: str,
+        count: int = 1,
+        *,
+        code: str = "platform_error",
+        error: str | None = None,
+    ) -> None:
+        """Refuse the next ``count`` valid actions of ``op`` with ``{success: false,
+        code, error}``, as a platform that rejected them would (a definite refusal:
+        nothing was carried out)."""
+        if op not in OP_TABLE:
+            raise ValueError(f"unknown op {op!r}; protocol v1 ops: {', '.join(OP_TABLE)}")
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count}")
+        text = error or f"the platform refused this {op} (injected)"
+        self.refusals.setdefault(op, []).extend([ActionRefusal(code, text)] * count)
 
     # --- waiting ----------------------------------------------------------------------
 
@@ -167,14 +237,27 @@ class ConnectorProtocol:
         platform: str | None = None,
         scope_id: str | None = None,
         gateway_id: str | None = None,
+        is_bot: bool | None = None,
+        message_is_edit: bool | None = None,
+        one_to_one_verified: bool | None = None,
     ) -> str:
         """A user writes ``text`` in ``chat_id``: buffer the inbound event a platform
         would produce (a fresh ``message_id``, the chat's known platform, tenant and
         name); returns its bufferId. The platform defaults to the one the chat is known
-        on, else the first one the gateway said hello for, else ``"relay"``."""
+        on, else the first one the gateway said hello for, else ``"relay"``.
+
+        ``is_bot``, ``message_is_edit``, ``one_to_one_verified``: the source's trust
+        fields, sent when given (``None``: left out, as an older connector does); they
+        belong to this event only, never carried over from the chat's earlier ones."""
         chat = self.chats.chat(chat_id)
         gateway = gateway_id or chat.gateway_id or self._latest_gateway()
-        source: JsonObject = {**chat.source, "chat_id": chat_id, "user_id": user}
+        source: JsonObject = {**_template(chat.source), "chat_id": chat_id, "user_id": user}
+        trust = {
+            "is_bot": is_bot,
+            "message_is_edit": message_is_edit,
+            "one_to_one_verified": one_to_one_verified,
+        }
+        source.update({k: v for k, v in trust.items() if v is not None})
         source["platform"] = platform or chat.platform or self._first_platform(gateway)
         source.setdefault("chat_type", "dm")
         source["user_name"] = user_name or user
@@ -204,7 +287,7 @@ class ConnectorProtocol:
             raise LookupError(f"no prompt {prompt_id!r} was sent (known: {known})")
         label = shown.label(option_id)
         chat = self.chats.chat(shown.chat_id)
-        source: JsonObject = {**chat.source, "chat_id": shown.chat_id, "user_id": user}
+        source: JsonObject = {**_template(chat.source), "chat_id": shown.chat_id, "user_id": user}
         source["platform"] = shown.platform or chat.platform or "relay"
         source["user_name"] = user_name or user
         response: JsonObject = {"prompt_id": prompt_id, "option_id": option_id, "label": label}
@@ -307,13 +390,28 @@ class ConnectorProtocol:
         if self.record:
             self.outbound.append(frame)
         refusal = self._refusal(session, frame) if self.options.validate else None
+        if refusal is None:
+            refusal = self._injected_refusal(frame.action)
         if refusal is not None:
             logger.info("%r: refused %s: %s", session, frame.request_id, refusal.error)
             self._answer(session, frame, refusal.result())
         elif self.outbound_handler is None:
-            self._answer(session, frame, self._carry_out(frame.action))
+            if frame.action.get("op") == "draft":
+                result, step = self.drafts.apply(
+                    frame.action, session.gateway_id, lambda: f"m{self.outbound_count}"
+                )
+                # A repeated seal is the same message: the transcript shows it once.
+                self._answer(session, frame, result, record=step != "repeated_seal")
+            else:
+                self._answer(session, frame, self._carry_out(frame.action))
         else:
             session.start_soon(self._run_handler, self.outbound_handler, session, frame)
+
+    def _injected_refusal(self, action: Mapping[str, Any]) -> ActionRefusal | None:
+        queued = self.refusals.get(str(action.get("op"))) if self.refusals else None
+        if not queued:
+            return None
+        return queued.pop(0)
 
     def _refusal(self, session: Session, frame: Outbound) -> ActionRefusal | None:
         """Why the connector refuses ``frame``, as a real one would: a platform this
@@ -354,10 +452,12 @@ class ConnectorProtocol:
             return {"success": True, "chat_info": {"name": name, "type": kind_of_chat}}
         return {"success": True, "message_id": f"m{self.outbound_count}"}
 
-    def _answer(self, session: Session, frame: Outbound, result: JsonObject) -> None:
-        if result.get("success") is True:
+    def _answer(
+        self, session: Session, frame: Outbound, result: JsonObject, *, record: bool = True
+    ) -> None:
+        if record and result.get("success") is True:
             self.chats.carried_out(frame.action, result, session.gateway_id)
-        self.results.route(session, OutboundResult(frame.request_id, result))
+        self.results.route(session, OutboundResult(frame.request_id, result), frame.action)
 
     async def _run_handler(
         self, handler: OutboundHandler, session: Session, frame: Outbound

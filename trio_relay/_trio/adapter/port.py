@@ -22,6 +22,8 @@ class RelayPort(Protocol):
 
     descriptors: dict[str, Descriptor]
     default_platform: str | None
+    name: str
+    """The relay's name, in the adapter's log records (called from the user's tasks too)."""
 
     async def request(
         self,
@@ -35,5 +37,10 @@ class RelayPort(Protocol):
     def descriptor_for(self, chat_id: str) -> Descriptor | None: ...
 
     async def send_text(
-        self, chat_id: str, text: str, *, reply_to: str | None = None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        reply_to: str | None = None,
+        format_hints: Mapping[str, Any] | None = None,
     ) -> list[Outcome]: ...

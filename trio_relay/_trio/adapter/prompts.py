@@ -161,7 +161,8 @@ class PromptBroker:
                         chat_id, fallback_text(question, normalized), reply_to=reply_to
                     )
                     if not any(o.success or o.ambiguous for o in outcomes):
-                        logger.warning("prompt %s: the question could not be sent", prompt_id)
+                        logger.warning("prompt %s: the question could not be sent", prompt_id,
+                                       extra={"relay": relay.name})
                         return None
                 await pending.done.wait()
             return pending.answer
@@ -188,5 +189,6 @@ class PromptBroker:
             "prompt %s: the prompt op failed (%s); asking with numbered text instead",
             pending.prompt_id,
             outcome.error,
+            extra={"relay": relay.name, "cause": outcome.code},
         )
         return False

@@ -1,5 +1,6 @@
 """Streaming replies: :meth:`Relay.stream_reply` (``typing``, ``send``, throttled
-``edit``s; docs/protocol.md, op table).
+``edit``s; or ``draft`` frames, a live card; docs/protocol.md, op table and "Live
+cards").
 
 While a reply is being written, the user sees a typing indicator until the first text,
 repeated within the platform's typing lifetime. The first text is sent at once; as it
@@ -21,15 +22,35 @@ Failures, and why they are handled so:
   connector itself refused (``success: false``, e.g. egress declined): then the reply
   stops sending and :attr:`StreamReply.failed` says why.
 
-One task (the pump) does every send and edit, in order; a second one shows typing.
-Both live in the block's nursery, so nothing outlives ``async with``.
+**Live cards.** Where the chat's descriptor has ``supports_draft_streaming`` and lists
+``draft`` (:attr:`Descriptor.live_cards`), the reply streams as ``draft`` frames
+instead, each with the whole text so far, at most every ``edit_interval``, under one
+``draft_id``. Where the stream is the message (:attr:`Descriptor.stream_is_message`)
+the block ends with a seal (``final: true``); elsewhere the draft is a preview and the
+block ends with an ordinary ``send``. Why each failure is handled so:
+
+- An **ambiguous seal** is sent once more: the connector answers a repeated seal with
+  the same message (a tombstone per sealed ``draft_id``), so this never posts twice.
+  A second ambiguous one leaves the reply's outcome ambiguous; nothing else is sent.
+- An **ambiguous draft** needs nothing: the next one carries the whole text anyway.
+- A **definite rejection** of a draft (the connector said no) means the lane is
+  unusable for this reply: the rest goes out by send and edits. Where the stream is the
+  message, what it already shows (the last draft the connector accepted) is sealed
+  first and the new message starts after it, so no text is lost or shown twice.
+- A block that **raises or is cancelled** seals what is already on screen (the last
+  accepted draft), best effort, within ``close_timeout``, then the error goes on.
+
+One task (the pump) does every send, edit, draft and seal, in order; a second one shows
+typing. Both live in the block's nursery, so nothing outlives ``async with``; only the
+seal of a failed block runs after it, shielded and bounded.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +60,8 @@ from ..._core import outcome as _outcome
 from ..._core.descriptor import Descriptor
 from ..._core.outcome import Outcome
 from ..._core.pacing import typing_interval
-from ..._core.text import first_piece, text_length
+from ..._core.text import first_piece, split_text, text_length
+from .sending import send_pieces, with_format_hints
 
 if TYPE_CHECKING:
     from .port import RelayPort
@@ -59,14 +81,21 @@ _RETRYABLE = frozenset(
     }
 )
 
+# One draft_id per reply, unique in the process: the connector keys its streams (and
+# the tombstones of sealed ones) by it, across every relay of the process.
+_draft_ids = itertools.count(1)
+
 
 class StreamReply:
     """One reply being streamed into a chat; get it from :meth:`Relay.stream_reply`.
 
     After the block, ``message_ids`` holds the ids of the messages the reply used, in
-    order (a message whose send was ambiguous has none), ``outcomes`` every send and
-    edit outcome in order, ``text`` everything written, and ``failed`` the outcome that
-    stopped the reply, if one did.
+    order (a message whose send was ambiguous has none), ``outcomes`` every send, edit,
+    draft and seal outcome in order, ``outcome`` the outcome of the reply's final send
+    or seal, ``text`` everything written, and ``failed`` the outcome that stopped the
+    reply, if one did. ``draft_id`` is the live card's id where the reply streams as
+    ``draft`` frames (``None`` otherwise); ``live`` says whether it still does (false
+    after a rejected draft made it fall back to send and edits).
     """
 
     def __init__(
@@ -77,10 +106,23 @@ class StreamReply:
         *,
         reply_to: str | None,
         edit_interval: float,
+        format_hints: Mapping[str, Any] | None = None,
+        close_timeout: float = 1.0,
     ) -> None:
         self._relay = relay
         self.chat_id = chat_id
         self._reply_to = reply_to
+        self._hints = format_hints
+        self._close_timeout = close_timeout
+        self.live = descriptor is not None and descriptor.live_cards
+        self._stream_is_message = descriptor is not None and descriptor.stream_is_message
+        self.draft_id: int | None = next(_draft_ids) if self.live else None
+        self.outcome: Outcome | None = None
+        self._on_screen = ""  # the last draft the connector accepted
+        self._on_screen_upto = 0  # how much of the text it covers
+        self._drafted: str | None = None  # the last draft that may have reached it
+        self._last_draft = -math.inf
+        self._sealed = False
         self._limit = descriptor.max_message_length if descriptor else 4096
         self._len_unit = descriptor.len_unit if descriptor else "chars"
         self._edits = descriptor is None or (
@@ -134,18 +176,177 @@ class StreamReply:
         while not self._closing:
             await self._changed.wait()
             self._changed = trio.Event()
-            if self._edits and self._message_id is not None:
-                # Throttle edits; a close cuts the wait short (the final edit is due).
-                with trio.move_on_at(self._last_edit + self._edit_interval):
-                    while not self._closing:
-                        await self._changed.wait()
-                        self._changed = trio.Event()
+            if self.live:
+                throttle_until = self._last_draft + self._edit_interval
+            elif self._edits and self._message_id is not None:
+                throttle_until = self._last_edit + self._edit_interval
+            else:
+                throttle_until = -math.inf
+            # Throttle drafts and edits; a close cuts the wait short (the last is due).
+            with trio.move_on_at(throttle_until):
+                while not self._closing:
+                    await self._changed.wait()
+                    self._changed = trio.Event()
             if not self._closing:
                 await self._flush(final=False)
         # Text written while the last flush was out is covered here.
         await self._flush(final=True)
 
     async def _flush(self, *, final: bool) -> None:
+        if self.failed is not None or self._aborted:
+            return
+        if self.live:
+            if final:
+                await self._finish_live()
+            else:
+                await self._draft()
+            if self.live:
+                return
+            # A draft was refused: the lane is gone, send and edits take the rest now.
+        await self._flush_edits(final=final)
+
+    # --- live cards ------------------------------------------------------------------
+
+    def _draft_action(self, content: str, *, final: bool) -> dict[str, Any]:
+        action: dict[str, Any] = {
+            "op": "draft",
+            "chat_id": self.chat_id,
+            "draft_id": self.draft_id,
+            "content": content,
+            "final": final,
+        }
+        return with_format_hints(action, self._hints)
+
+    async def _draft(self) -> None:
+        """Show the whole text so far as a draft (unless it already shows)."""
+        upto = len(self._segment)
+        content = self._segment.strip()
+        if not content or content == self._drafted:
+            return
+        if self._units(content) > self._limit:
+            await self._fall_back("the reply outgrew max_message_length")
+            return
+        outcome = await self._relay.request(self._draft_action(content, final=False))
+        self.outcomes.append(outcome)
+        self._last_draft = trio.current_time()
+        if outcome.success:
+            self._drafted = self._on_screen = content
+            self._on_screen_upto = upto
+            self._text_visible()
+        elif outcome.ambiguous:
+            # It may show; the next draft carries the whole text either way.
+            self._drafted = content
+        elif outcome.code not in _RETRYABLE:
+            await self._fall_back(f"a draft was refused ({outcome.error})")
+        # A gateway-side failure sent nothing: the next flush tries again.
+
+    async def _fall_back(self, why: str, *, seal_shown: bool = True) -> None:
+        """The live card cannot carry the reply (the connector refused a draft, or the
+        text no longer fits one message): go on with send and edits, starting after
+        what the stream already shows (sealed first, where it is the message)."""
+        logger.log(
+            logging.INFO if why.startswith("the reply outgrew") else logging.WARNING,
+            "stream_reply to %s: %s; going on with send and edits",
+            self.chat_id,
+            why,
+        )
+        self.live = False
+        start = 0
+        if self._stream_is_message and self._on_screen:
+            # That text stays on screen as a message (sealed by the platform itself if
+            # our seal fails): the new message starts after it.
+            start = self._on_screen_upto
+            if seal_shown:
+                await self._seal(self._on_screen)
+        self._segment = self._segment[start:]
+        self._message_id, self._shown = None, ""
+
+    async def _finish_live(self) -> None:
+        content = self._segment.strip()
+        if not self._stream_is_message:
+            # A preview clears by itself: the reply is an ordinary message.
+            if content:
+                self._typing_off.set()
+                await self._send_final(content)
+            return
+        if not content:
+            return
+        if self._units(content) > self._limit:
+            # Sealed as far as it showed; the rest in new messages that fit.
+            await self._fall_back("the reply outgrew max_message_length")
+            return
+        outcome = await self._seal(content)
+        if outcome.success or outcome.ambiguous:
+            return
+        if outcome.code in _RETRYABLE:
+            self.failed = outcome
+            logger.warning("stream_reply to %s: the seal failed (%s)", self.chat_id, outcome.error)
+            return
+        # Refused: what the stream shows stays (the platform seals it); the rest goes
+        # out as new messages.
+        await self._fall_back(f"the seal was refused ({outcome.error})", seal_shown=False)
+
+    async def _send_final(self, content: str) -> None:
+        # Split as send_text does; it stops at the first piece that fails.
+        outcomes = await send_pieces(
+            self._relay,
+            self.chat_id,
+            split_text(content, self._limit, self._len_unit),
+            reply_to=self._reply_to,
+            format_hints=self._hints,
+            wait_connected=True,
+        )
+        self.outcomes.extend(outcomes)
+        for outcome in outcomes:
+            message_id = outcome.result.get("message_id") if outcome.success else None
+            if message_id is not None:
+                self.message_ids.append(str(message_id))
+        if outcomes:
+            self.outcome = outcomes[-1]
+            if not self.outcome.success and not self.outcome.ambiguous:
+                self.failed = self.outcome
+
+    async def _seal(self, content: str, *, timeout: float | None = None) -> Outcome:
+        """Seal the live card with ``content``: the message it ends as. Sent once more
+        if the first result is lost (a repeated seal is idempotent)."""
+        action = self._draft_action(content, final=True)
+        self._sealed = True
+        outcome = await self._relay.request(action, wait_connected=True, timeout=timeout)
+        self.outcomes.append(outcome)
+        if outcome.ambiguous:
+            logger.warning(
+                "stream_reply to %s: the seal of draft %s was ambiguous (%s); sending it "
+                "once more (the connector answers a repeated seal with the same message)",
+                self.chat_id,
+                self.draft_id,
+                outcome.error,
+            )
+            outcome = await self._relay.request(action, wait_connected=True, timeout=timeout)
+            self.outcomes.append(outcome)
+            if outcome.ambiguous:
+                logger.warning(
+                    "stream_reply to %s: the seal of draft %s stayed ambiguous (%s); it is "
+                    "not sent again",
+                    self.chat_id,
+                    self.draft_id,
+                    outcome.error,
+                )
+        self.outcome = outcome
+        message_id = outcome.result.get("message_id") if outcome.success else None
+        if message_id is not None:
+            self.message_ids.append(str(message_id))
+        return outcome
+
+    async def _seal_on_screen(self) -> None:
+        """The block failed: seal what the stream shows, best effort and bounded."""
+        if not (self.live and self._stream_is_message and self._on_screen and not self._sealed):
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(self._close_timeout):
+            await self._seal(self._on_screen, timeout=self._close_timeout)
+
+    # --- send and edits --------------------------------------------------------------
+
+    async def _flush_edits(self, *, final: bool) -> None:
         # Checked here, not left to the cancellation: a request queues its frame
         # before its first checkpoint, so a cancelled pump could still send one.
         if self.failed is not None or self._aborted:
@@ -185,12 +386,14 @@ class StreamReply:
         it covers (``None``: a finished piece, the caller moves on). False if nothing
         was sent and the reply should not go on now."""
         action: dict[str, Any] = {"op": "send", "chat_id": self.chat_id, "content": content}
-        if self._reply_to is not None and not self.outcomes:
+        if self._reply_to is not None and self.outcome is None:  # the reply's first message
             action["reply_to"] = self._reply_to
+        with_format_hints(action, self._hints)
         if self._aborted:
             return False
         outcome = await self._relay.request(action, wait_connected=True)
         self.outcomes.append(outcome)
+        self.outcome = outcome
         if outcome.success:
             message_id = outcome.result.get("message_id")
             self._message_id = str(message_id) if message_id is not None else None
@@ -207,7 +410,8 @@ class StreamReply:
         if outcome.ambiguous:
             # Maybe on screen already: never sent again. What follows is a new message.
             logger.warning(
-                "stream_reply to %s: a send was ambiguous (%s)", self.chat_id, outcome.error
+                "stream_reply to %s: a send was ambiguous (%s)", self.chat_id, outcome.error,
+                extra={"relay": self._relay.name, "cause": outcome.code},
             )
             self._text_visible()
             if consumed is not None:
@@ -217,23 +421,25 @@ class StreamReply:
         if outcome.code not in _RETRYABLE:
             self.failed = outcome
             self._typing_off.set()  # nothing more will show
-            logger.warning("stream_reply to %s stopped: %s", self.chat_id, outcome.error)
+            logger.warning("stream_reply to %s stopped: %s", self.chat_id, outcome.error,
+                           extra={"relay": self._relay.name, "cause": outcome.code})
         return False
 
     def _text_visible(self) -> None:
-        # With edits the user now watches the text grow; without, they wait for whole
-        # pieces, so typing goes on until the block ends.
-        if self._edits:
+        # With edits (or a live card) the user now watches the text grow; without, they
+        # wait for whole pieces, so typing goes on until the block ends.
+        if self._edits or self.live:
             self._typing_off.set()
 
     async def _edit(self, content: str) -> None:
         assert self._message_id is not None
-        action = {
+        action: dict[str, Any] = {
             "op": "edit",
             "chat_id": self.chat_id,
             "message_id": self._message_id,
             "content": content,
         }
+        with_format_hints(action, self._hints)
         if self._aborted:
             return
         outcome = await self._relay.request(action)
@@ -246,7 +452,8 @@ class StreamReply:
         if outcome.success:
             self._shown = content
         else:
-            logger.warning("stream_reply to %s: an edit failed (%s)", self.chat_id, outcome.error)
+            logger.warning("stream_reply to %s: an edit failed (%s)", self.chat_id, outcome.error,
+                           extra={"relay": self._relay.name, "cause": outcome.code})
 
     def _units(self, text: str) -> int:
         return text_length(text, self._len_unit)
@@ -254,7 +461,13 @@ class StreamReply:
 
 @asynccontextmanager
 async def open_stream_reply(
-    relay: RelayPort, chat_id: str, *, reply_to: str | None, edit_interval: float
+    relay: RelayPort,
+    chat_id: str,
+    *,
+    reply_to: str | None,
+    edit_interval: float,
+    format_hints: Mapping[str, Any] | None = None,
+    close_timeout: float = 1.0,
 ) -> AsyncIterator[StreamReply]:
     """See :meth:`Relay.stream_reply`."""
     reply = StreamReply(
@@ -263,33 +476,41 @@ async def open_stream_reply(
         relay.descriptor_for(chat_id),
         reply_to=reply_to,
         edit_interval=edit_interval,
+        format_hints=format_hints,
+        close_timeout=close_timeout,
     )
     raised: BaseException | None = None
-    async with trio.open_nursery() as nursery:
-        if reply._typing:
-            nursery.start_soon(reply._show_typing)
-        pump_done = trio.Event()
+    try:
+        async with trio.open_nursery() as nursery:
+            if reply._typing:
+                nursery.start_soon(reply._show_typing)
+            pump_done = trio.Event()
 
-        async def pump() -> None:
+            async def pump() -> None:
+                try:
+                    await reply._pump()
+                finally:
+                    pump_done.set()
+
+            nursery.start_soon(pump)
             try:
-                await reply._pump()
+                yield reply
+            except BaseException as exc:
+                # Cancelled, or the block failed: send nothing more. Kept aside and raised
+                # below, outside the nursery, so it comes out as itself, not in a group.
+                raised = exc
+                reply._aborted = True
+            else:
+                reply._closing = True
+                reply._changed.set()
+                await pump_done.wait()
             finally:
-                pump_done.set()
-
-        nursery.start_soon(pump)
-        try:
-            yield reply
-        except BaseException as exc:
-            # Cancelled, or the block failed: send nothing more. Kept aside and raised
-            # below, outside the nursery, so it comes out as itself, not in a group.
-            raised = exc
-            reply._aborted = True
-        else:
-            reply._closing = True
-            reply._changed.set()
-            await pump_done.wait()
-        finally:
-            reply._closing = True
-            nursery.cancel_scope.cancel()
+                reply._closing = True
+                nursery.cancel_scope.cancel()
+    finally:
+        if raised is not None:
+            # A live card whose turn died ends as what it already shows. (In a finally:
+            # when the block was cancelled, the nursery's exit raises Cancelled too.)
+            await reply._seal_on_screen()
     if raised is not None:
         raise raised

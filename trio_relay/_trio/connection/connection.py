@@ -45,6 +45,7 @@ from ..._core.outcome import Outcome
 from ..._core.protocol import AllDescriptors, Event, IdleAcked, LinkUp, RelayProtocol, Request
 from ..._core.settings import ConnectionSettings
 from ..._core.stats import RelayStats
+from ..._core.telemetry import Telemetry
 from ..link.websocket import WebSocket, WebSocketEnded, WriteFailed
 from .outbox import MAX_BATCH_FRAMES, Line, Outbox, Outgoing
 
@@ -102,6 +103,7 @@ class Connection:
         stats: RelayStats,
         on_inbound: InboundSink,
         on_end: Callable[[Connection], None],
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.ws = ws
         ws.on_pending = self._start_writer
@@ -111,6 +113,7 @@ class Connection:
         self._stats = stats
         self._on_inbound = on_inbound
         self._on_end = on_end
+        self._telemetry = telemetry
         self.outbox = Outbox(
             max_frames=settings.max_queued_frames,
             max_message_bytes=settings.max_message_bytes,
@@ -457,9 +460,12 @@ class Connection:
         payload = next(self._ping_ids).to_bytes(4, "big")
         sent_at = trio.current_time()
         stats = self._stats
+        telemetry = self._telemetry
 
         def pong() -> None:
-            stats.ping_rtt = trio.current_time() - sent_at
+            stats.ping_rtt = rtt = trio.current_time() - sent_at
+            if telemetry is not None:  # the keepalive's pings and the caller's alike
+                telemetry.ping_rtt(rtt)
             if on_pong is not None:
                 on_pong()
 
@@ -576,7 +582,11 @@ class Connection:
         # The reader usually sees the same failure once it has handed over everything
         # received before it (answers among them) and ends the connection then; the
         # timer ends it ``close_timeout`` later if it does not.
-        logger.info("relay write failed: %s", exc)
+        logger.info(
+            "relay write failed: %s",
+            exc,
+            extra={"cause": "write failed", "errno": getattr(exc.__cause__, "errno", None)},
+        )
         if self._write_failed_at is None:
             self._write_failed_at = at = trio.current_time()
             sleep = self._timer_sleep

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 import trio
 
 from ..._core.close import AUTH_CLOSE_CODE, ConnectionEnd
-from ..._core.config import Identity, RelayConfig
+from ..._core.config import Dialer, Identity
 from ..._core.dial_failure import Refusal, describe_error, proxy_refusal
-from ..._core.endpoint import ByteStream, Endpoint
-from ..._core.settings import ConnectionSettings
+from ..._core.endpoint import Endpoint
+from ..._core.settings import ConnectionSettings, DialSettings
 from ..._core.stats import RelayStats
-from ..link.dial import ProxyRefused, connect
-from ..link.stream import SocketStream
+from ..._core.telemetry import Telemetry
+from ..link.dial import ProxyRefused
+from ..link.stream import checked
 from ..link.upgrade import upgrade
 from ..link.websocket import STREAM_ERRORS, UpgradeFailed, upgrade_headers
 from .connection import Connection, InboundSink
@@ -54,7 +55,10 @@ class ConnectionHooks:
 async def serve_connection(
     *,
     endpoint: Endpoint,
-    config: RelayConfig,
+    dial: DialSettings,
+    connection: ConnectionSettings,
+    dialer: Dialer,
+    telemetry: Telemetry | None = None,
     stats: RelayStats,
     identities: Sequence[Identity],
     mint_token: Callable[[], str | None],
@@ -64,23 +68,23 @@ async def serve_connection(
     network's faults (they come back as the :class:`ConnectionEnd`)."""
     stats.dials += 1
     logger.debug(DIALING, endpoint, stats.dials)
-    dialer = config.dialer or connect
     try:
-        with trio.fail_after(config.connect_timeout):
-            stream = await dialer(endpoint, config)
+        with trio.fail_after(dial.connect_timeout):
+            stream = checked(await dialer(endpoint))
     except trio.TooSlowError:
-        cause = f"connect failed: timed out after {config.connect_timeout:g} s"
+        cause = f"connect failed: timed out after {dial.connect_timeout:g} s"
         return _dial_failed(endpoint, stats, Refusal(cause))
     except ProxyRefused as exc:
         # Before DIAL_ERRORS (it is an OSError): a 407 needs a person, not five quiet redials.
         cause = f"connect failed: {describe_error(exc)}"
         return _dial_failed(endpoint, stats, proxy_refusal(exc.status, cause))
     except DIAL_ERRORS as exc:
-        return _dial_failed(endpoint, stats, Refusal(f"connect failed: {describe_error(exc)}"))
+        cause = f"connect failed: {describe_error(exc)}"
+        return _dial_failed(endpoint, stats, Refusal(cause), errno=_errno(exc))
     conn: Connection | None = None
     try:
         try:
-            with trio.fail_after(config.handshake_timeout):
+            with trio.fail_after(dial.handshake_timeout):
                 ws = await upgrade(
                     stream,
                     endpoint,
@@ -89,50 +93,52 @@ async def serve_connection(
                     # a local: this frame lives as long as the connection, and should
                     # hold neither the bearer token nor the bytes.
                     headers=upgrade_headers(
-                        mint_token(), config.user_agent, config.extra_headers
+                        mint_token(), dial.user_agent, dial.extra_headers
                     ),
-                    max_message_bytes=config.max_message_bytes,
-                    compression=config.compression,
+                    max_message_bytes=dial.max_message_bytes,
+                    compression=dial.compression,
                 )
         except UpgradeFailed as exc:
             return _dial_failed(endpoint, stats, exc.refusal, exc.status)
         except trio.TooSlowError:
-            cause = f"upgrade failed: no answer within {config.handshake_timeout:g} s"
+            cause = f"upgrade failed: no answer within {dial.handshake_timeout:g} s"
             return _dial_failed(endpoint, stats, Refusal(cause))
         except DIAL_ERRORS as exc:
             cause = f"upgrade failed: {describe_error(exc, handshake_done=True)}"
-            return _dial_failed(endpoint, stats, Refusal(cause))
+            return _dial_failed(endpoint, stats, Refusal(cause), errno=_errno(exc))
         async with trio.open_nursery() as nursery:
             conn = Connection(
                 ws=ws,
                 nursery=nursery,
-                settings=ConnectionSettings.from_config(config),
+                settings=connection,
+                telemetry=telemetry,
                 stats=stats,
                 on_inbound=hooks.on_inbound,
                 on_end=hooks.on_end,
             )
             conn.start()
             hooks.on_open(conn)
-            if await conn.handshake(identities, config.handshake_timeout):
+            if await conn.handshake(identities, dial.handshake_timeout):
                 stats.missing_descriptors = []
                 hooks.on_up(conn)
                 if not conn.has_all_descriptors:
-                    nursery.start_soon(_watch_descriptors, conn, config, stats, endpoint)
+                    nursery.start_soon(
+                        _watch_descriptors, conn, dial.handshake_timeout, stats, endpoint
+                    )
                 await conn.run_timer()
             # Connection.end() cancels this nursery, this wait included.
             await conn.wait_ended()
     finally:
-        with trio.CancelScope(shield=True):
-            await _close(stream)
+        stream.close()  # no checkpoint: the redial goes on in this same turn
     return _connection_over(endpoint, conn)
 
 
 async def _watch_descriptors(
-    conn: Connection, config: RelayConfig, stats: RelayStats, endpoint: Endpoint
+    conn: Connection, handshake_timeout: float, stats: RelayStats, endpoint: Endpoint
 ) -> None:
     # Up on the first descriptor; the rest are added as they come. Whoever is still
     # without one when the handshake's time is up is named, once.
-    with trio.move_on_at(conn.opened_at + config.handshake_timeout):
+    with trio.move_on_at(conn.opened_at + handshake_timeout):
         await conn.wait_all_descriptors()
     missing = conn.missing_descriptors()
     if missing and conn.is_open:
@@ -142,18 +148,9 @@ async def _watch_descriptors(
             "to the legacy ops (send, edit, typing, follow_up)",
             endpoint,
             ", ".join(missing),
-            config.handshake_timeout,
+            handshake_timeout,
+            extra={"cause": "missing descriptors"},
         )
-
-
-async def _close(stream: ByteStream) -> None:
-    if isinstance(stream, SocketStream):
-        stream.close()  # no checkpoint: the redial goes on in this same turn
-    elif isinstance(stream, trio.abc.AsyncResource):
-        await trio.aclose_forcefully(stream)
-    else:  # pragma: no cover - a dialer's own stream type
-        with trio.move_on_after(0):
-            await stream.aclose()
 
 
 def _connection_over(endpoint: Endpoint, conn: Connection | None) -> ConnectionEnd:
@@ -170,12 +167,27 @@ def _connection_over(endpoint: Endpoint, conn: Connection | None) -> ConnectionE
         end.cause,
         end.code,
         end.reason,
+        extra={"cause": end.cause, "close_code": end.code},
     )
     return end
 
 
+def _errno(exc: BaseException) -> int | None:
+    # A Trio error raised from an OSError carries the OS's number on its cause.
+    for error in (exc, exc.__cause__):
+        number = getattr(error, "errno", None)
+        if isinstance(number, int):
+            return number
+    return None
+
+
 def _dial_failed(
-    endpoint: Endpoint, stats: RelayStats, why: Refusal, status: int | None = None
+    endpoint: Endpoint,
+    stats: RelayStats,
+    why: Refusal,
+    status: int | None = None,
+    *,
+    errno: int | None = None,
 ) -> ConnectionEnd:
     code = AUTH_CLOSE_CODE if why.auth else None
     reason = "unauthorized" if why.auth else None
@@ -192,4 +204,5 @@ def _dial_failed(
         http_status=status,
         retry_after=why.retry_after,
         advice=why.advice,
+        errno=errno,
     )

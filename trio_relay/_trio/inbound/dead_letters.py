@@ -8,6 +8,7 @@ from typing import Literal
 from ..._core.delivery import DeadLetter, Delivery
 from ..._core.handlers import DeadLetterHandler
 from ..._core.stats import RelayStats
+from ..._core.telemetry import Telemetry
 
 __all__ = ["hand_off"]
 
@@ -21,11 +22,14 @@ async def hand_off(
     error: str,
     on_dead_letter: DeadLetterHandler | None,
     stats: RelayStats,
+    telemetry: Telemetry | None = None,
 ) -> None:
     """Count, then pass the letter on; a raising ``on_dead_letter`` is logged, never
     propagated (the delivery is acked after this either way, or it would be replayed
     forever)."""
     stats.dead_letters += 1
+    if telemetry is not None:
+        telemetry.dead_letter()
     letter = DeadLetter(
         kind=delivery.kind,
         reason=reason,
@@ -36,9 +40,13 @@ async def hand_off(
         payload=delivery.payload if delivery.payload is not None else delivery.raw,
     )
     if on_dead_letter is None:
-        logger.error("inbound: dead letter %r", letter)
+        logger.error("inbound: dead letter %r", letter, extra=_fields(letter))
         return
     try:
         await on_dead_letter(letter)
     except Exception:
-        logger.exception("inbound: on_dead_letter raised for %r", letter)
+        logger.exception("inbound: on_dead_letter raised for %r", letter, extra=_fields(letter))
+
+
+def _fields(letter: DeadLetter) -> dict[str, object]:
+    return {"buffer_id": letter.buffer_id, "cause": letter.reason}

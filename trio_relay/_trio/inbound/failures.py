@@ -19,6 +19,7 @@ from ..._core.event import MessageEvent
 from ..._core.handlers import DeadLetterHandler
 from ..._core.settings import InboundSettings
 from ..._core.stats import RelayStats
+from ..._core.telemetry import Telemetry
 from .dead_letters import hand_off
 from .keys import DeliveryKeys
 
@@ -31,7 +32,7 @@ class Failures:
     """The pipeline's answers to a handler that failed or was cancelled, and to a
     delivery that goes to the dead letters."""
 
-    __slots__ = ("_keys", "_max_attempts", "_on_dead_letter", "_stats")
+    __slots__ = ("_keys", "_max_attempts", "_on_dead_letter", "_stats", "_telemetry")
 
     def __init__(
         self,
@@ -39,7 +40,9 @@ class Failures:
         stats: RelayStats,
         keys: DeliveryKeys,
         on_dead_letter: DeadLetterHandler | None,
+        telemetry: Telemetry | None = None,
     ) -> None:
+        self._telemetry = telemetry
         self._max_attempts = settings.max_delivery_attempts
         self._stats = stats
         self._keys = keys
@@ -54,7 +57,8 @@ class Failures:
         except trio.Cancelled:
             self._keys.release(delivery)
             logger.warning("inbound: handler of %s cancelled: the relay is closing; not "
-                           "acked, the connector will redeliver it", _ids(delivery))
+                           "acked, the connector will redeliver it", _ids(delivery),
+                           extra={"buffer_id": delivery.buffer_id, "cause": "relay closing"})
             return True
         return False
 
@@ -68,11 +72,14 @@ class Failures:
         decision = after_failure(failures, limit)
         if isinstance(decision, GiveUp):
             logger.error("inbound: handler %s for %s (attempt %d of %d); giving up", what,
-                         delivery.label, failures, limit, exc_info=exc)
+                         delivery.label, failures, limit, exc_info=exc,
+                         extra={"buffer_id": delivery.buffer_id, "cause": type(exc).__name__})
             await self.dead_letter(delivery, "attempts_exhausted", failures, repr(exc))
             return None
         logger.warning("inbound: handler %s for %s (attempt %d of %d); retrying in %g s",
-                       what, delivery.label, failures, limit, decision.delay, exc_info=exc)
+                       what, delivery.label, failures, limit, decision.delay, exc_info=exc,
+                       extra={"buffer_id": delivery.buffer_id, "cause": type(exc).__name__,
+                              "next_attempt_s": decision.delay})
         return decision.delay
 
     async def dead_letter(
@@ -82,7 +89,9 @@ class Failures:
         attempts: int,
         error: str,
     ) -> None:
-        await hand_off(delivery, reason, attempts, error, self._on_dead_letter, self._stats)
+        await hand_off(
+            delivery, reason, attempts, error, self._on_dead_letter, self._stats, self._telemetry
+        )
         self._keys.finish(delivery)  # handed off (or logged): replays are dropped and acked
 
 

@@ -16,6 +16,7 @@ from ..._core.dedupe import Claim, DedupeSet
 from ..._core.dedupe_store import DedupeSession
 from ..._core.delivery import Delivery
 from ..._core.stats import RelayStats
+from ..._core.telemetry import Telemetry
 from .acks import AckSender
 
 __all__ = ["DeliveryKeys"]
@@ -31,16 +32,19 @@ class DeliveryKeys:
     before that only the local set is told, as nothing has reached the store yet.
     """
 
-    __slots__ = ("_acks", "_dedupe", "_stats", "_store")  # no __dict__: one per relay
+    # no __dict__: one per relay
+    __slots__ = ("_acks", "_dedupe", "_stats", "_store", "_telemetry")
 
     def __init__(
         self,
         dedupe: DedupeSet,
         stats: RelayStats,
         acks: AckSender,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._dedupe = dedupe
         self._stats = stats
+        self._telemetry = telemetry
         self._acks = acks
         self._store: DedupeSession | None = None
 
@@ -60,11 +64,15 @@ class DeliveryKeys:
         if claim is Claim.NEW:
             return True
         self._stats.replays_dropped += 1
+        if self._telemetry is not None:
+            self._telemetry.duplicate()
         if claim is Claim.DONE:
-            logger.debug("inbound: dropped replay of handled %s", delivery.label)
+            logger.debug("inbound: dropped replay of handled %s", delivery.label,
+                         extra={"buffer_id": delivery.buffer_id})
             self.ack(delivery.buffer_id, delivery.key)
         else:  # in progress: the copy in flight will ack
-            logger.debug("inbound: dropped copy of in-flight %s", delivery.label)
+            logger.debug("inbound: dropped copy of in-flight %s", delivery.label,
+                         extra={"buffer_id": delivery.buffer_id})
         return False
 
     def unclaim(self, delivery: Delivery) -> None:
@@ -84,16 +92,21 @@ class DeliveryKeys:
             claim = await self._store.claim(delivery.key)
         except Exception:  # a store must fail open itself; a bug in one must not stop us
             self._stats.dedupe_store_fail_open += 1
-            logger.exception("inbound: dedupe store failed to claim %s; running it", delivery.label)
+            logger.exception("inbound: dedupe store failed to claim %s; running it",
+                             delivery.label, extra={"buffer_id": delivery.buffer_id})
             return True
         if claim is Claim.NEW:
             return True
         self._stats.replays_dropped += 1
+        if self._telemetry is not None:
+            self._telemetry.duplicate()
         if claim is Claim.DONE:  # handled elsewhere (another replica, an earlier run)
-            logger.debug("inbound: %s handled elsewhere; dropped and acked", delivery.label)
+            logger.debug("inbound: %s handled elsewhere; dropped and acked", delivery.label,
+                         extra={"buffer_id": delivery.buffer_id})
             self.finish(delivery, commit_store=False)
         else:  # another replica holds it: it acks
-            logger.debug("inbound: %s is being handled elsewhere; dropped", delivery.label)
+            logger.debug("inbound: %s is being handled elsewhere; dropped", delivery.label,
+                         extra={"buffer_id": delivery.buffer_id})
             self._dedupe.release(delivery.key)
         return False
 
@@ -125,8 +138,10 @@ class DeliveryKeys:
         try:
             sent = self._acks.send_ack(buffer_id, written)
         except Exception:
-            logger.exception("inbound: send_ack raised for bufferId=%s", buffer_id)
+            logger.exception("inbound: send_ack raised for bufferId=%s", buffer_id,
+                             extra={"buffer_id": buffer_id})
             return
         if not sent:
             # Not lost: the connector replays it, and dedupe drops and acks it then.
-            logger.debug("inbound: no connection to ack bufferId=%s", buffer_id)
+            logger.debug("inbound: no connection to ack bufferId=%s", buffer_id,
+                         extra={"buffer_id": buffer_id})

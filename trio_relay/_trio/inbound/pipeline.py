@@ -56,7 +56,7 @@ from ..._core.backlog import LIVE_OVERFLOW_FACTOR
 from ..._core.dedupe import DedupeSet, dedupe_window
 from ..._core.dedupe_store import MemoryDedupeStore
 from ..._core.delivery import DeadLetter, Delivery, decode_delivery
-from ..._core.event import MessageEvent
+from ..._core.event import MessageEvent, rejected_trust_fields
 from ..._core.frames import InboundFrame, InterruptInbound, PassthroughFrame
 from ..._core.handlers import (
     DeadLetterHandler,
@@ -67,6 +67,8 @@ from ..._core.handlers import (
 )
 from ..._core.settings import InboundSettings
 from ..._core.stats import RelayStats, counted_task
+from ..._core.telemetry import Telemetry
+from ..log_fields import RELAY_NAME
 from ..stores.sqlite import SqliteDedupeStore
 from .acks import AckSender
 from .failures import Failures
@@ -94,7 +96,8 @@ class InboundPipeline:
     connection and returns false if there is none; it must not block, and it calls
     ``on_written()`` once the ack has been handed to the socket. Until then the key
     stays pinned in the dedupe window.
-    ``namespace`` (the gateway id) keeps gateways sharing a store apart.
+    ``namespace`` (the gateway id) keeps gateways sharing a store apart; ``name`` is
+    the relay's in the records logged by the pipeline's tasks.
     """
 
     # No __dict__: one per relay, held for its whole life.
@@ -109,6 +112,7 @@ class InboundPipeline:
         "_interrupts",
         "_keys",
         "_lanes",
+        "_name",
         "_namespace",
         "_nursery",
         "_queue",
@@ -117,6 +121,7 @@ class InboundPipeline:
         "_slots",
         "_start",
         "_stats",
+        "_telemetry",
         "_window",
     )
 
@@ -131,17 +136,21 @@ class InboundPipeline:
         on_dead_letter: DeadLetterHandler | None,
         acks: AckSender,
         namespace: str = "",
+        name: str = "",
+        telemetry: Telemetry | None = None,
     ) -> None:
         self._settings = settings
         self._stats = stats
+        self._name = name
+        self._telemetry = telemetry
         self._call_handler = HandlerCall(on_message, on_passthrough)
         self._namespace = namespace
         window = dedupe_window(
             settings.dedupe_size, settings.max_inbound_queue, settings.max_concurrent_handlers
         )
         self._window = window
-        self._keys = DeliveryKeys(DedupeSet(window), stats, acks)
-        self._failures = Failures(settings, stats, self._keys, on_dead_letter)
+        self._keys = DeliveryKeys(DedupeSet(window), stats, acks, telemetry)
+        self._failures = Failures(settings, stats, self._keys, on_dead_letter, telemetry)
         self._interrupts = InterruptRunner(on_interrupt, stats, settings)
         self._lanes: dict[Hashable, deque[Delivery]] = {}
         self._queue = QueueGate(settings.max_inbound_queue, stats)
@@ -216,11 +225,22 @@ class InboundPipeline:
             logger.warning(
                 "inbound: cannot decode %s (bufferId=%s): %s",
                 delivery.kind, delivery.buffer_id, delivery.decode_error,
+                extra={"buffer_id": delivery.buffer_id, "cause": delivery.decode_error},
             )
+        elif isinstance(delivery.payload, MessageEvent):
+            bad = rejected_trust_fields(delivery.payload.source.raw)
+            if bad:  # bad input, not a bad message: it is delivered, the fields unknown
+                self._stats.trust_fields_rejected += len(bad)
+                logger.warning(
+                    "inbound: %s: source %s not a JSON boolean; read as None (unknown)",
+                    delivery.label, ", ".join(bad),
+                )
         if not self._keys.claim(delivery):
             return
         if isinstance(delivery.payload, MessageEvent) and self._intercepted(delivery.payload):
             self._stats.delivered += 1
+            if self._telemetry is not None:
+                self._telemetry.delivered(delivery)
             self._keys.finish(delivery)
             return
         if not self._queue.has_room(delivery.buffer_id is not None, delivery.label):
@@ -260,6 +280,7 @@ class InboundPipeline:
         before that are kept (within the queue bound) and admitted right after.
         """
         with shield or _no_shield(), counted_task(self._stats):
+            RELAY_NAME.set(self._name)  # in this task's records and its handlers'
             settings = self._settings
             self._slots = trio.Semaphore(settings.max_concurrent_handlers)
             store = settings.dedupe_store
@@ -300,9 +321,10 @@ class InboundPipeline:
         self._keys.release(delivery)
         if delivery.buffer_id is None:
             self._stats.inbound_dropped += 1
-            logger.error("inbound: LOST live %s: %s", delivery.label, why)
+            logger.error("inbound: LOST live %s: %s", delivery.label, why, extra={"cause": why})
         else:
-            logger.debug("inbound: %s left to the connector: %s", delivery.label, why)
+            logger.debug("inbound: %s left to the connector: %s", delivery.label, why,
+                         extra={"buffer_id": delivery.buffer_id, "cause": why})
 
     async def _drain_lane(self, lane_key: Hashable, lane: deque[Delivery]) -> None:
         # One task per active lane: handles its deliveries one by one, in order, then
@@ -327,7 +349,9 @@ class InboundPipeline:
                     if self._draining:
                         self._keys.release(delivery)
                         logger.warning("inbound: retry of %s abandoned: relay closing; not "
-                                       "acked", delivery.label)
+                                       "acked", delivery.label,
+                                       extra={"buffer_id": delivery.buffer_id,
+                                              "cause": "relay closing"})
                         break
                     async with self._slots:
                         retry = await self._attempt(delivery, first=False)
@@ -356,8 +380,12 @@ class InboundPipeline:
         self._running += 1
         if self._running == 1:
             self._idle = trio.Event()
+        telemetry = self._telemetry
         try:
-            await self._call_handler(delivery)
+            if telemetry is None:
+                await self._call_handler(delivery)
+            else:  # the handler's span and duration
+                await telemetry.handle(self._call_handler, delivery)
         except trio.Cancelled as exc:
             if not await self._failures.cancelled_by_us(delivery):
                 return await self._failures.failed(delivery, exc, foreign_cancel=True)
@@ -372,5 +400,7 @@ class InboundPipeline:
             if self._running == 0 and self._idle is not None:
                 self._idle.set()
         self._stats.delivered += 1
+        if telemetry is not None:
+            telemetry.delivered(delivery)
         self._keys.finish(delivery)
         return None

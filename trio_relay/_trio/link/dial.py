@@ -1,47 +1,67 @@
 """The real dialer: TCP (happy eyeballs) with the keepalive options, an optional HTTP
 CONNECT proxy, then TLS for ``wss``.
 
-:func:`connect` is the default of ``RelayConfig(dialer=...)`` (the seam is described in
-``trio_relay/_core/endpoint.py``). The TCP stream is opened here, not by a WebSocket
-library, so that the keepalive provider's options (and ``TCP_NODELAY``, which
-``trio.open_tcp_stream`` sets) are on the socket before the first byte of the upgrade.
+:class:`TcpDialer` is the default of ``RelayConfig(dialer=...)`` (the seam is described
+in ``trio_relay/_core/endpoint.py``), built from the config once, when the relay opens.
+The TCP stream is opened here, not by a WebSocket library, so that the keepalive
+provider's options (and ``TCP_NODELAY``, which ``trio.open_tcp_stream`` sets) are on the
+socket before the first byte of the upgrade.
 """
 
 from __future__ import annotations
 
 import ssl
+from dataclasses import dataclass, field
 
-import trio
-
-from ..._core.config import Dialer, RelayConfig
+from ..._core.config import DEFAULT_KEEPALIVE, Dialer, RelayConfig
 from ..._core.endpoint import ByteStream, Endpoint
+from ..._core.keepalive import KeepaliveConfig
 from .proxy import ProxyRefused, open_tunnel, proxy_for
-from .stream import SocketStream, open_tcp
+from .stream import SocketStream, TLSStream, open_tcp
 
-__all__ = ["ByteStream", "Dialer", "Endpoint", "ProxyRefused", "connect"]
+__all__ = ["ByteStream", "Dialer", "Endpoint", "ProxyRefused", "TcpDialer"]
 
 
-async def connect(endpoint: Endpoint, config: RelayConfig) -> ByteStream:
-    """Open the byte stream the WebSocket upgrade runs over (the caller bounds it)."""
-    proxy = proxy_for(endpoint, config.proxy)
-    host, port = (proxy.host, proxy.port) if proxy is not None else (endpoint.host, endpoint.port)
-    # Our own stream (socket_stream.py): no scheduler turn for a read that finds bytes
-    # or a write the kernel takes.
-    tcp: SocketStream = await open_tcp(host, port)
-    try:
-        config.keepalive.apply(tcp.socket)
-        stream: trio.abc.Stream = tcp
-        if proxy is not None:
-            await open_tunnel(tcp, endpoint, proxy)
-        if endpoint.secure:
-            context = config.ssl_context or _default_context()
-            tls = trio.SSLStream(stream, context, server_hostname=endpoint.host)
-            await tls.do_handshake()
-            stream = tls
-    except BaseException:
-        await trio.aclose_forcefully(tcp)
-        raise
-    return stream
+@dataclass(frozen=True, slots=True)
+class TcpDialer:
+    """``async (endpoint) -> stream`` with what a dial needs and nothing more: the
+    proxy setting, the TLS context, the socket's keepalive options. (The relay bounds
+    each dial with ``connect_timeout``, whichever dialer it has.)"""
+
+    proxy: str | bool = field(default=True, repr=False)
+    """``RelayConfig.proxy``: resolved per dial (the environment may change between)."""
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
+    """``None``: the system trust store."""
+    keepalive: KeepaliveConfig = DEFAULT_KEEPALIVE
+
+    @classmethod
+    def from_config(cls, config: RelayConfig) -> TcpDialer:
+        return cls(proxy=config.proxy, ssl_context=config.ssl_context, keepalive=config.keepalive)
+
+    async def __call__(self, endpoint: Endpoint) -> ByteStream:
+        """Open the byte stream the WebSocket upgrade runs over (the caller bounds it)."""
+        proxy = proxy_for(endpoint, self.proxy)
+        host, port = (endpoint.host, endpoint.port) if proxy is None else (proxy.host, proxy.port)
+        # Our own stream (stream.py): no scheduler turn for a read that finds bytes
+        # or a write the kernel takes.
+        tcp: SocketStream = await open_tcp(host, port)
+        try:
+            self.keepalive.apply(tcp.socket)
+            stream: ByteStream = tcp
+            if proxy is not None:
+                await open_tunnel(tcp, endpoint, proxy)
+            if endpoint.secure:
+                context = self.ssl_context or _default_context()
+                stream = await TLSStream.handshake(tcp, context, endpoint.host)
+        except BaseException:
+            tcp.close()
+            raise
+        return stream
+
+
+def dialer_for(config: RelayConfig) -> Dialer:
+    """The relay's dialer: ``config.dialer``, or the real one built from ``config``."""
+    return config.dialer or TcpDialer.from_config(config)
 
 
 _context: ssl.SSLContext | None = None

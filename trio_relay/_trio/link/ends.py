@@ -8,15 +8,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import trio
-
 from ..._core.dial_failure import Refusal
+from .stream import STREAM_ERRORS
 
 ABNORMAL = 1006
 """RFC 6455's code for a connection that ended without a close frame (never sent)."""
 
-STREAM_ERRORS = (OSError, trio.BrokenResourceError, trio.ClosedResourceError)
-"""How a byte stream fails (resets, EPIPE, TLS errors, a stream closed under us)."""
+__all__ = [
+    "ABNORMAL",
+    "STREAM_ERRORS",
+    "SocketEnd",
+    "UpgradeFailed",
+    "WebSocketEnded",
+    "WriteFailed",
+    "upgrade_headers",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,7 +60,6 @@ from .ends import (
     WriteFailed,
     upgrade_headers,
 )
-from .stream import SocketStream
 
 __all__ = [
     "STREAM_ERRORS",
@@ -147,7 +146,8 @@ class WebSocket:
         """When any byte last arrived: the connection's proof of life."""
         self.on_pending: Callable[[], None] | None = None
         """Called when receiving framed an answer (pong, close echo) that needs a flush."""
-        self._send_nowait = stream.send_nowait if isinstance(stream, SocketStream) else None
+        self._send_nowait = stream.send_nowait
+        """Bound once: a request's direct write calls it (every stream has it)."""
 
     # --- state -------------------------------------------------------------------------
 
@@ -177,13 +177,12 @@ class WebSocket:
 
     @property
     def can_send_now(self) -> bool:
-        """A data frame framed now goes straight out without waiting: the stream takes a
-        write at once (plain TCP, :meth:`write_now`), nothing is pending, nobody is
-        writing, and the socket is open for data frames (:attr:`can_send`). One look,
-        asked by every request."""
+        """A data frame framed now may go straight out with :meth:`write_now`: nothing
+        is pending, nobody is writing, and the socket is open for data frames
+        (:attr:`can_send`). Whatever the stream (TCP, TLS, a test's): how much it takes
+        at once is its own answer to ``send_nowait``. One look, asked by every request."""
         return (
-            self._send_nowait is not None
-            and not self._writing
+            not self._writing
             and not self._pending
             and self.end is None
             and not self.broken
@@ -222,7 +221,6 @@ class WebSocket:
                     f"closed by peer: {describe_error(exc, handshake_done=True)}", ABNORMAL
                 )
                 raise WebSocketEnded(self.end) from None
-            self.last_received = trio.current_time()
             if not data:
                 rest = frames.drain()
                 if rest:
@@ -235,6 +233,9 @@ class WebSocket:
                 if self.end is None and protocol.close_rcvd is None:
                     self.end = SocketEnd("closed by peer: EOF without a close frame", ABNORMAL)
                 return self._received(payloads)
+            # Bytes only, not the EOF: how long the peer was silent before it hung up
+            # is what tells an idle cut (_core/idle_cut.py).
+            self.last_received = trio.current_time()
             frames.feed(data)
         # Plain data frames are taken by ``frames`` (see _core/ws_frames.py); every other
         # frame goes to the protocol whole, and may change what counts as plain.
@@ -336,18 +337,18 @@ class WebSocket:
         return True
 
     def write_now(self) -> bool:
-        """Write what is pending as far as the socket takes it *now*, never waiting
-        (plain TCP only, and nobody else is writing); true when nothing
-        is left. What the socket did not take stays pending, in order, for a
-        :meth:`flush`: a request's own write therefore never blocks its task, and a full
-        socket is the writer's to wait on. Raises :class:`WriteFailed`."""
-        send_nowait = self._send_nowait
-        if send_nowait is None or self._writing or self.broken or not self._pending:
+        """Write what is pending as far as the stream takes it *now* (its
+        ``send_nowait``), never waiting, if nobody else is writing; true when nothing is
+        left. What the stream did not take stays pending, in order, for a :meth:`flush`:
+        a request's own write therefore never blocks its task, and a full socket (or a
+        stream that takes nothing at once, as TLS) is the writer's to wait on. Raises
+        :class:`WriteFailed`."""
+        if self._writing or self.broken or not self._pending:
             return not self._pending
         chunks = self._pending
         data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
         try:
-            sent = send_nowait(data)
+            sent = self._send_nowait(data)
         except STREAM_ERRORS as exc:
             self.broken = True
             raise WriteFailed(describe_error(exc, handshake_done=True)) from exc

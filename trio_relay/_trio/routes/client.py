@@ -39,11 +39,17 @@ MAX_REDIRECTS = 5
 class ConnectorHttp:
     """One relay's client for its connector's HTTP routes; close with :meth:`aclose`."""
 
-    __slots__ = ("_client", "_mint", "_settings", "routes")  # no __dict__: one per relay
+    __slots__ = ("_client", "_mint", "_name", "_settings", "routes")  # no __dict__: one per relay
 
     def __init__(
-        self, routes: ConnectorRoutes, mint: Callable[[], str | None], settings: RoutesSettings
+        self,
+        routes: ConnectorRoutes,
+        mint: Callable[[], str | None],
+        settings: RoutesSettings,
+        name: str = "",
     ) -> None:
+        self._name = name
+        """The relay's, in this client's records (it is called from the user's tasks too)."""
         self.routes = routes
         self._mint = mint
         self._settings = settings
@@ -110,7 +116,9 @@ class ConnectorHttp:
                 if attempt >= ATTEMPTS:
                     raise
                 logger.info("connector HTTP %s failed (%s); retry in %g s", method,
-                            type(exc).__name__, delay)  # fmt: skip
+                            type(exc).__name__, delay,
+                            extra={"relay": self._name, "cause": type(exc).__name__,
+                                   "next_attempt_s": delay})  # fmt: skip
             else:
                 if response.is_redirect and method == "GET" and hops < MAX_REDIRECTS:
                     await response.aclose()
@@ -123,7 +131,10 @@ class ConnectorHttp:
                     return response
                 await response.aclose()
                 logger.info("connector HTTP %s answered %d; retry in %g s", method,
-                            response.status_code, delay)  # fmt: skip
+                            response.status_code, delay,
+                            extra={"relay": self._name,
+                                   "cause": f"HTTP {response.status_code}",
+                                   "next_attempt_s": delay})  # fmt: skip
             await trio.sleep(delay)
             delay *= 2
             attempt += 1

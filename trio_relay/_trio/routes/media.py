@@ -172,7 +172,8 @@ class RelayMedia:
                     item = dataclasses.replace(item, path=await self.download(item.url, dest))
                 except MediaError as exc:
                     logger.warning("inbound media %d of message %s not downloaded: %s",
-                                   index, event.message_id, exc)  # fmt: skip
+                                   index, event.message_id, exc,
+                                   extra={"cause": type(exc).__name__})  # fmt: skip
             fetched.append(item)
         return dataclasses.replace(event, media=tuple(fetched))
 

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from ..._core.errors import RelayError
 from ..._core.policy import RelevancePolicy
+from ..log_fields import RELAY_NAME
 from .client import ConnectorHttp
 
 __all__ = ["declare_policy"]
@@ -22,6 +23,8 @@ logger = logging.getLogger("trio_relay")
 
 
 class _Connectable(Protocol):
+    name: str
+
     async def wait_connected(self, timeout: float | None = None) -> None: ...
 
 
@@ -32,6 +35,7 @@ async def declare_policy(
     accepted it. Never raises for a failure (only for cancellation)."""
     if policy.is_default:
         return False
+    RELAY_NAME.set(relay.name)  # this task's records (and its HTTP client's) name the relay
     try:
         await relay.wait_connected()
     except RelayError:
@@ -41,12 +45,14 @@ async def declare_policy(
         response = await http.send("POST", http.routes.policy, json=policy.wire_body())
     except Exception as exc:
         logger.warning("relevance policy for %s not declared (%s); %s",
-                       policy.platform, type(exc).__name__, hint)  # fmt: skip
+                       policy.platform, type(exc).__name__, hint,
+                       extra={"cause": type(exc).__name__})  # fmt: skip
         return False
     await response.aclose()
     if not response.is_success:
         logger.warning("relevance policy for %s refused with HTTP %d; %s",
-                       policy.platform, response.status_code, hint)  # fmt: skip
+                       policy.platform, response.status_code, hint,
+                       extra={"cause": f"HTTP {response.status_code}"})  # fmt: skip
         return False
     logger.info("relevance policy for %s declared", policy.platform)
     return True

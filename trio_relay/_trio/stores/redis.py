@@ -334,7 +334,7 @@ class _RedisSession:
         logger.warning(
             "inbound: dedupe store %s unavailable (%s): deliveries run without "
             "cross-replica dedupe until it is back (fail open)",
-            self._store._where, cause,
+            self._store._where, cause, extra={"cause": cause},
         )
 
     async def _probe(self) -> None:

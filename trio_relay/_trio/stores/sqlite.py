@@ -22,7 +22,7 @@ from ..._core.dedupe import Claim
 from ..._core.dedupe_store import DedupeSession
 from ..._core.stats import RelayStats
 from .key_file import SqliteKeyFile
-from .writer import DedupeWriter, KeyFile
+from .writer import DedupeWriter, KeyFile, error_fields
 
 __all__ = ["SqliteDedupeStore"]
 
@@ -78,8 +78,9 @@ class SqliteDedupeStore:
         file = self.open_file(capacity)
         try:
             keys = await trio.to_thread.run_sync(file.load, abandon_on_cancel=True)
-        except (sqlite3.Error, OSError):
-            logger.exception("inbound: dedupe store %r unusable; dedupe is memory-only", self.path)
+        except (sqlite3.Error, OSError) as exc:
+            logger.exception("inbound: dedupe store %r unusable; dedupe is memory-only",
+                             self.path, extra=error_fields(exc))
             await trio.to_thread.run_sync(file.close, abandon_on_cancel=True)
             yield _Session([], None)
             return

@@ -32,6 +32,11 @@ __all__ = ["DedupeWriter", "KeyFile"]
 logger = logging.getLogger("trio_relay")
 
 
+def error_fields(exc: BaseException) -> dict[str, object]:
+    """The ``cause`` and ``errno`` log fields of a store's error."""
+    return {"cause": type(exc).__name__, "errno": getattr(exc, "errno", None)}
+
+
 class KeyFile(Protocol):
     """Blocking key storage; each method is called in a worker thread, one at a time."""
 
@@ -73,6 +78,7 @@ class DedupeWriter:
                     "inbound: dedupe store not flushed within %g s; recent "
                     "keys may be replayed after a restart",
                     self._flush_timeout,
+                    extra={"cause": "flush timeout"},
                 )
 
     async def _flush(self) -> None:
@@ -88,6 +94,7 @@ class DedupeWriter:
             # lock first): the final flush writes the batch again (adding is idempotent).
             self._pending.extendleft(reversed(batch))
             raise
-        except (sqlite3.Error, OSError):
+        except (sqlite3.Error, OSError) as exc:
             # They stay deduped in memory; only a restart could replay them.
-            logger.exception("inbound: could not persist %d dedupe keys", len(batch))
+            logger.exception("inbound: could not persist %d dedupe keys", len(batch),
+                             extra=error_fields(exc))
