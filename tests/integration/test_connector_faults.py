@@ -7,8 +7,11 @@ thing, and none may take the server down. Real loopback sockets throughout.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import trio
+import trio.testing
 from connector_support import dial, hello, line, outbound
 from trio_websocket import HandshakeError
 
@@ -45,6 +48,46 @@ async def test_close_with_code() -> None:
         assert await peer.closed() == (1011, "overload")
         assert (session.close_code, session.close_reason) == (1011, "overload")
         assert connector.current is None and len(connector.kills) == 1
+
+
+async def test_a_close_puts_its_frame_on_the_wire_though_a_ping_crosses_it() -> None:
+    # trio-websocket answers a ping that arrives after our Close was framed with a Pong
+    # wsproto refuses, and its reader's crash ends the session. Hold the Close behind a
+    # long write (the gateway does not read), let a ping cross it, then read: the Close
+    # frame must still follow the long message, never a bare EOF.
+    async with open_connector() as connector, trio.open_nursery() as nursery:
+        stream = await trio.open_tcp_stream("127.0.0.1", connector.port)
+        await stream.send_all(
+            b"GET /relay HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        wire = bytearray(await stream.receive_some())
+        assert b" 101 " in wire
+        await connector.wait_until(lambda: connector.current is not None)
+        session = connector.current
+        assert session is not None
+        payload = b"x" * (8 << 20)  # more than both sockets' buffers can hold
+
+        async def write_long() -> None:
+            # Cut short (the socket closed under it) only when the Close was lost.
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await connector.inject_raw(payload, session=session, as_text=True)
+
+        nursery.start_soon(write_long)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(connector.close, 1011, "overload", session)
+        await trio.testing.wait_all_tasks_blocked()  # the Close waits behind the write
+        await stream.send_all(b"\x89\x80\x00\x00\x00\x00")  # a masked, empty Ping
+        await trio.sleep(0.2)  # the connector's reader meets the ping
+        with trio.fail_after(10):
+            while data := await stream.receive_some(1 << 20):
+                wire += data
+        await stream.aclose()
+        head_end = wire.index(b"\r\n\r\n") + 4
+        long_end = head_end + 10 + len(payload)
+        assert wire[head_end : head_end + 10] == b"\x81\x7f" + len(payload).to_bytes(8, "big")
+        assert bytes(wire[long_end:]) == b"\x88\x0a" + (1011).to_bytes(2, "big") + b"overload"
+        assert (session.close_code, session.close_reason) == (1011, "overload")
 
 
 async def test_abort_resets_the_connection() -> None:

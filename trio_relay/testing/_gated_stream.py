@@ -5,6 +5,8 @@ WebSocket upgrade sees it) and a switch that swallows our pongs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 
@@ -13,6 +15,12 @@ def _is_one_pong(data: bytes | bytearray | memoryview) -> bool:
     trio-websocket's server side writes each pong, one ``send_all`` per frame."""
     head = bytes(data[:2])
     return len(head) == 2 and head[0] == 0x8A and len(data) == 2 + (head[1] & 0x7F)
+
+
+def _is_close_frame(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` starts with an unmasked Close frame (FIN, opcode 0x8): each
+    ``send_all`` of trio-websocket's server side is one whole frame."""
+    return len(data) >= 2 and data[0] == 0x88
 
 
 class GatedStream(trio.abc.Stream):
@@ -37,6 +45,9 @@ class GatedStream(trio.abc.Stream):
         self._write_lock = trio.StrictFIFOLock()
         # trio-websocket serialises its own writes; a frame the session writes itself
         # (inject_raw of a text message that is not UTF-8) must not land inside one.
+        self.on_close_sent: Callable[[], None] | None = None
+        """Called (synchronously, before the writer's next checkpoint) each time a Close
+        frame has been handed to the stream underneath."""
 
     def close_gate(self) -> None:
         self.is_open = False
@@ -56,6 +67,8 @@ class GatedStream(trio.abc.Stream):
         try:
             async with self._write_lock:
                 await self.inner.send_all(data)
+                if self.on_close_sent is not None and _is_close_frame(data):
+                    self.on_close_sent()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.finished.set()
             raise

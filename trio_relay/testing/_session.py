@@ -362,8 +362,25 @@ class Session:
         # An explicit close overrides silence: the closing frame must be able to leave,
         # and the peer's answer to arrive.
         self._gate.open_gate()
-        with trio.move_on_after(CLOSE_TIMEOUT):
-            await ws.aclose(code, reason or None)
+        # Until our Close frame is written, only its own deadline may stop the close
+        # (a peer that never reads). A ping arriving after aclose() framed the Close
+        # makes trio-websocket's reader answer with a Pong that wsproto refuses
+        # (LocalProtocolError); the reader's crash cancels the session's nursery, and
+        # an aclose() cancelled while still waiting for the stream dropped TCP with the
+        # frame unsent: the peer saw an EOF without a close frame. Once the frame is
+        # out, the wait for the answer is CLOSE_TIMEOUT, and the session's end may cut
+        # it short (the peer has what it needs to know the close was ours).
+        with trio.CancelScope(deadline=trio.current_time() + CLOSE_TIMEOUT, shield=True) as scope:
+
+            def sent() -> None:
+                scope.shield = False
+                scope.deadline = trio.current_time() + CLOSE_TIMEOUT
+
+            self._gate.on_close_sent = sent
+            try:
+                await ws.aclose(code, reason or None)
+            finally:
+                self._gate.on_close_sent = None
 
     def _record_end(self, code: int, reason: str | None) -> None:
         if self.close_code is None:
