@@ -5,6 +5,10 @@ derives these small frozen parts from it once, and each part of the shell is giv
 its own: a connection cannot read a dedupe setting, nor the inbound pipeline a
 timeout, and a reader of a module sees at its signature which settings steer it.
 
+Each part is a value: relays whose settings are equal share one object (an idle relay
+holds its parts for its whole life; a fleet of relays made from one config holds them
+once, not once per relay, about 300 bytes each).
+
 Sans-I/O: no Trio, no sockets.
 """
 
@@ -12,12 +16,33 @@ from __future__ import annotations
 
 import ssl
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .config import RelayConfig
 from .dedupe_store import DedupeStore
 from .keepalive import KeepaliveConfig
 
 __all__ = ["ConnectionSettings", "DialSettings", "InboundSettings", "RoutesSettings"]
+
+_Part = TypeVar("_Part")
+_SHARED: dict[object, object] = {}
+"""Each distinct part made, by itself (equal parts hash equal); few: one per config."""
+_MAX_SHARED = 256
+
+
+def _shared(part: _Part, *, plain: bool = True) -> _Part:
+    # Only parts of plain values are kept (``plain``): one that holds the caller's own
+    # object (a dedupe store, an SSL context) would keep it alive after its relays are
+    # gone. Bounded: a process that makes configs without end (a test suite) gets fresh
+    # parts beyond the bound, never a growing table.
+    if not plain:
+        return part
+    found = _SHARED.get(part)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    if len(_SHARED) < _MAX_SHARED:
+        _SHARED[part] = part
+    return part
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +58,15 @@ class ConnectionSettings:
 
     @classmethod
     def from_config(cls, config: RelayConfig) -> ConnectionSettings:
-        return cls(
-            ping_interval=config.ping_interval,
-            ping_timeout=config.ping_timeout,
-            close_timeout=config.close_timeout,
-            max_queued_frames=config.max_queued_frames,
-            max_message_bytes=config.max_message_bytes,
-            max_line_bytes=config.max_line_bytes,
+        return _shared(
+            cls(
+                ping_interval=config.ping_interval,
+                ping_timeout=config.ping_timeout,
+                close_timeout=config.close_timeout,
+                max_queued_frames=config.max_queued_frames,
+                max_message_bytes=config.max_message_bytes,
+                max_line_bytes=config.max_line_bytes,
+            )
         )
 
 
@@ -58,13 +85,15 @@ class DialSettings:
 
     @classmethod
     def from_config(cls, config: RelayConfig) -> DialSettings:
-        return cls(
-            connect_timeout=config.connect_timeout,
-            handshake_timeout=config.handshake_timeout,
-            max_message_bytes=config.max_message_bytes,
-            compression=config.compression,
-            user_agent=config.user_agent,
-            extra_headers=config.extra_headers,
+        return _shared(
+            cls(
+                connect_timeout=config.connect_timeout,
+                handshake_timeout=config.handshake_timeout,
+                max_message_bytes=config.max_message_bytes,
+                compression=config.compression,
+                user_agent=config.user_agent,
+                extra_headers=config.extra_headers,
+            )
         )
 
 
@@ -82,13 +111,16 @@ class InboundSettings:
 
     @classmethod
     def from_config(cls, config: RelayConfig) -> InboundSettings:
-        return cls(
-            max_concurrent_handlers=config.max_concurrent_handlers,
-            max_inbound_queue=config.max_inbound_queue,
-            max_delivery_attempts=config.max_delivery_attempts,
-            dedupe_size=config.dedupe_size,
-            dedupe_path=config.dedupe_path,
-            dedupe_store=config.dedupe_store,
+        return _shared(
+            cls(
+                max_concurrent_handlers=config.max_concurrent_handlers,
+                max_inbound_queue=config.max_inbound_queue,
+                max_delivery_attempts=config.max_delivery_attempts,
+                dedupe_size=config.dedupe_size,
+                dedupe_path=config.dedupe_path,
+                dedupe_store=config.dedupe_store,
+            ),
+            plain=config.dedupe_store is None,
         )
 
 
@@ -105,10 +137,13 @@ class RoutesSettings:
 
     @classmethod
     def from_config(cls, config: RelayConfig) -> RoutesSettings:
-        return cls(
-            connect_timeout=config.connect_timeout,
-            stall_timeout=config.media_stall_timeout,
-            media_max_bytes=config.media_max_bytes,
-            keepalive=config.keepalive,
-            ssl_context=config.ssl_context,
+        return _shared(
+            cls(
+                connect_timeout=config.connect_timeout,
+                stall_timeout=config.media_stall_timeout,
+                media_max_bytes=config.media_max_bytes,
+                keepalive=config.keepalive,
+                ssl_context=config.ssl_context,
+            ),
+            plain=config.ssl_context is None,
         )

@@ -113,7 +113,9 @@ class AdapterPlane:
         self._close_timeout = config.close_timeout
         self.prompts = PromptBroker()
         self.sealed = SealedDrafts()
-        self._hints_stripped: set[str] = set()  # platforms already logged
+        # The platforms already logged; a tuple made on the first (an empty set is 216
+        # bytes, held by every idle relay, and most never strip a hint).
+        self._hints_stripped: tuple[str, ...] = ()
 
     # --- inbound ---------------------------------------------------------------------
 
@@ -184,7 +186,7 @@ class AdapterPlane:
             return routed
         name = descriptor.platform if descriptor is not None else (target or "?")
         if name not in self._hints_stripped:
-            self._hints_stripped.add(name)
+            self._hints_stripped += (name,)
             logger.debug(
                 "format hints stripped for platform %r: its descriptor does not have "
                 "supports_block_formatting (logged once per platform)",
