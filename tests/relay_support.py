@@ -27,7 +27,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from trio_relay import Outcome, Relay, RelayConfig, State, StateChanges, open_relay
+from trio_relay import Outcome, Relay, RelayConfig, RelayStats, State, StateChanges, open_relay
 from trio_relay.testing import FaultDialer, ReferenceConnector
 
 LADDER = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
@@ -177,3 +177,21 @@ class _DialSpy(FaultDialer):
         self._watch.dials.append(trio.current_time())
         self._watch._notify()
         return await super().__call__(endpoint)
+
+
+async def first_failed_dial(url: str, proxy_url: str, **config: Any) -> RelayStats:
+    """Dial ``url`` through ``proxy_url`` until the first dial fails (backoffs of a
+    minute keep it to one); the relay's stats. ``config``: more ``RelayConfig`` fields."""
+    settings = RelayConfig(
+        proxy=proxy_url,
+        close_timeout=0.2,
+        backoff_initial=60.0,
+        backoff_max=60.0,
+        backoff_first_delay=60.0,
+        **config,
+    )
+    async with open_relay(url, config=settings) as relay:
+        with trio.fail_after(10):
+            while relay.stats.dial_failures < 1:
+                await trio.sleep(0.01)
+    return relay.stats

@@ -18,10 +18,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 import trustme
+
+from trio_relay import RelayConfig
 
 REQUIRE_EDGE_ENV = "TRIO_RELAY_REQUIRE_EDGE"
 """Set to 1 (CI) to fail instead of skip when a server of the edge tier is missing."""
@@ -496,3 +498,9 @@ class Edge:
     def stop_all(self) -> None:
         for server in reversed(self.running):
             server.stop()
+
+
+def quick(**overrides: Any) -> RelayConfig:
+    """A config for the tier's relays: a short close (the servers answer at once)."""
+    defaults: dict[str, Any] = {"close_timeout": 0.2}
+    return RelayConfig(**(defaults | overrides))

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import Any
 from urllib.parse import quote
 
 import pytest
-import trio
-from edge_servers import PROXY_SOURCE, Edge, NginxSettings
+from edge_servers import PROXY_SOURCE, Edge, NginxSettings, quick
+from relay_support import first_failed_dial
 
 import trio_relay
-from trio_relay import RelayConfig, RelayStats
 from trio_relay.testing import open_connector
 
 pytestmark = pytest.mark.edge
@@ -46,11 +44,6 @@ def credentials(kind: str) -> tuple[str, str]:
 
 def encoded(kind: str) -> str:
     return quote(PASSWORDS[kind], safe="")
-
-
-def quick(**overrides: Any) -> RelayConfig:
-    defaults: dict[str, Any] = {"close_timeout": 0.2}
-    return RelayConfig(**(defaults | overrides))
 
 
 @pytest.mark.parametrize("kind", PROXIES)
@@ -129,19 +122,6 @@ async def test_an_ipv6_proxy_to_an_ipv6_connector(
         async with trio_relay.open_relay(connector.url, config=config) as relay:
             await relay.wait_connected(10)
             assert (await relay.request(SEND)).success
-
-
-async def first_failed_dial(url: str, proxy_url: str) -> RelayStats:
-    """Dial ``url`` through ``proxy_url`` until the first dial fails (the backoff keeps
-    it to one); the relay's stats."""
-    config = quick(
-        proxy=proxy_url, backoff_initial=60.0, backoff_max=60.0, backoff_first_delay=60.0
-    )
-    async with trio_relay.open_relay(url, config=config) as relay:
-        with trio.fail_after(10):
-            while relay.stats.dial_failures < 1:
-                await trio.sleep(0.01)
-    return relay.stats
 
 
 @pytest.mark.parametrize("kind", PROXIES)

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import Any
 
 import pytest
-import trio
-from edge_servers import PROXY_SOURCE, Edge, NginxSettings
+from edge_servers import PROXY_SOURCE, Edge, NginxSettings, quick
+from relay_support import first_failed_dial
 
 import trio_relay
-from trio_relay import RelayConfig, RelayStats
 from trio_relay.testing import open_connector
 
 pytestmark = pytest.mark.edge
@@ -24,11 +22,6 @@ pytestmark = pytest.mark.edge
 SEND = {"op": "send", "chat_id": "C1", "content": "hi"}
 USER, PASSWORD = "relay", "s0cks-secret"
 CREDENTIALS = (USER, PASSWORD)
-
-
-def quick(**overrides: Any) -> RelayConfig:
-    defaults: dict[str, Any] = {"close_timeout": 0.2}
-    return RelayConfig(**(defaults | overrides))
 
 
 @pytest.mark.parametrize("scheme", ["socks5", "socks5h"])
@@ -79,17 +72,6 @@ async def test_an_ipv6_socks5_proxy(edge: Edge, ipv6_loopback: str) -> None:
     ):
         await relay.wait_connected(10)
         assert (await relay.request(SEND)).success
-
-
-async def first_failed_dial(url: str, proxy_url: str) -> RelayStats:
-    config = quick(
-        proxy=proxy_url, backoff_initial=60.0, backoff_max=60.0, backoff_first_delay=60.0
-    )
-    async with trio_relay.open_relay(url, config=config) as relay:
-        with trio.fail_after(10):
-            while relay.stats.dial_failures < 1:
-                await trio.sleep(0.01)
-    return relay.stats
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The README's example runs, so it cannot rot."""
+"""The README's and the tutorial's examples run, so they cannot rot."""
 
 from __future__ import annotations
 
@@ -9,15 +9,20 @@ from pathlib import Path
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def test_quickstart_runs_end_to_end() -> None:
+def run_example(name: str, *args: str) -> list[str]:
+    """Run ``examples/<name>`` to its end; the lines it printed (it must exit 0)."""
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "quickstart.py")],
+        [sys.executable, str(EXAMPLES / name), *args],
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    return done.stdout.splitlines()
+
+
+def test_quickstart_runs_end_to_end() -> None:
+    lines = run_example("quickstart.py")
     assert lines[0] == "descriptor: Slack"
     assert lines[1].startswith("sent: True")
     assert "replied: True" in lines
@@ -26,14 +31,7 @@ def test_quickstart_runs_end_to_end() -> None:
 
 def test_the_tutorial_agent_streams_its_reply_into_the_chat() -> None:
     # docs/tutorial.md includes this file; the transcript is what the page shows.
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "tutorial_agent.py"), "hello there"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_example("tutorial_agent.py", "hello there")
     assert lines[0] == "U1 #u1: hello there"
     assert lines[1] == "bot typing"
     assert lines[2].startswith("bot send #m")
@@ -44,14 +42,7 @@ def test_the_tutorial_agent_streams_its_reply_into_the_chat() -> None:
 
 def test_the_live_card_agent_shows_a_task_card_and_seals_its_reply() -> None:
     # docs/tutorial.md ("Live cards and task cards") includes this file.
-    done = subprocess.run(
-        [sys.executable, str(EXAMPLES / "live_card_agent.py"), "hello there"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = run_example("live_card_agent.py", "hello there")
     assert lines[0] == "U1 #u1: hello there"
     assert lines[1:3] == [
         "bot task_card: [in_progress: Read the question] [pending: Write the answer]",

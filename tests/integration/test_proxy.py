@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import trio
+from relay_support import first_failed_dial
 from upgrade_support import read_head
 
 import trio_relay
@@ -165,7 +166,7 @@ async def _socks_request_for(scheme: str, url: str) -> tuple[bytes, str]:
             functools.partial(trio.serve_tcp, host="127.0.0.1"), handle, 0
         )
         port = listeners[0].socket.getsockname()[1]
-        stats = await _first_failed_dial_to(url, f"{scheme}://127.0.0.1:{port}")
+        stats = await first_failed_dial(url, f"{scheme}://127.0.0.1:{port}")
         nursery.cancel_scope.cancel()
     return requests[0], stats.last_dial_failure or ""
 
@@ -173,17 +174,6 @@ async def _socks_request_for(scheme: str, url: str) -> tuple[bytes, str]:
 def _socks_request_size(request: bytes) -> int:
     kind = request[3]
     return {1: 4 + 4 + 2, 4: 4 + 16 + 2}.get(kind, 4 + 1 + request[4] + 2)
-
-
-async def _first_failed_dial_to(url: str, proxy_url: str) -> trio_relay.RelayStats:
-    config = RelayConfig(
-        proxy=proxy_url, backoff_initial=60.0, backoff_max=60.0, backoff_first_delay=60.0
-    )
-    async with trio_relay.open_relay(url, config=config) as relay:
-        with trio.fail_after(10):
-            while relay.stats.dial_failures < 1:
-                await trio.sleep(0.01)
-    return relay.stats
 
 
 async def test_socks5h_sends_the_name_and_socks5_the_address_resolved_here() -> None:
