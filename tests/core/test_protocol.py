@@ -342,6 +342,44 @@ def test_encode_request_is_the_outbound_frame() -> None:
 
 
 @pytest.mark.parametrize(
+    ("platform", "bot_id"),
+    [(None, None), ("slack", "B1"), ("slack", None), ("slack", ""), ('sl"ack\\', "bö\u2028t")],
+)
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"op": "send", "chat_id": "C1", "content": "hello"},
+        {"op": "send", "content": "snow \u2603, quote \" and newline \n", "n": [1, None, True]},
+        {"op": "edit", "nested": {"a": {"b": [{"c": -3}]}}, "x": 1.5},
+    ],
+)
+def test_encode_request_is_the_line_of_the_whole_frame(
+    action: dict[str, Any], platform: str | None, bot_id: str | None
+) -> None:
+    # The line is spliced around the encoded action: it must be byte for byte the
+    # compact UTF-8 JSON of the whole frame, whichever codec is active.
+    request_id, raw = encode_request(
+        RequestIds(), action, platform=platform, bot_id=bot_id, max_message_bytes=1 << 20
+    )
+    frame: dict[str, Any] = {"type": "outbound", "requestId": request_id, "action": action}
+    if platform is not None:
+        frame["platform"] = platform
+        if bot_id:
+            frame["botId"] = bot_id
+    whole = json.dumps(frame, separators=(",", ":"), ensure_ascii=False) + "\n"
+    assert raw == whole.encode("utf-8")
+
+
+def test_encode_request_escapes_a_lone_surrogate_and_keeps_the_frame() -> None:
+    _, raw = encode_request(
+        RequestIds(), {"op": "send", "content": "\ud83d"}, platform="slack", bot_id="B1",
+        max_message_bytes=1 << 20,
+    )
+    assert json.loads(raw)["action"] == {"op": "send", "content": "\ud83d"}
+    assert json.loads(raw)["platform"] == "slack"
+
+
+@pytest.mark.parametrize(
     ("action", "limit", "error"),
     [
         ({"chat_id": "C1"}, 1 << 20, TypeError),  # no op

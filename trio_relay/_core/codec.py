@@ -201,18 +201,19 @@ class FrameDecoder:
             else bytes(payload)
         )
         out: list[Frame | RejectedFrame] = []
+        append, parse, find = out.append, self._parse, data.find
         start = 0
-        while (end := data.find(b"\n", start)) >= 0:
+        while (end := find(b"\n", start)) >= 0:
             if self._oversized_sample is not None:
-                out.append(self._oversized(self._oversized_sample))
+                append(self._oversized(self._oversized_sample))
                 self._oversized_sample = None
             else:
                 line = self._partial + data[start:end] if self._partial else data[start:end]
                 self._partial = b""
                 if len(line) > self._max_line_bytes:
-                    out.append(self._oversized(_sample(line)))
-                elif line.strip():
-                    out.append(self._parse(line))
+                    append(self._oversized(_sample(line)))
+                elif line and not line.isspace():  # (strip()'s test, without its copy)
+                    append(parse(line))
             start = end + 1
         tail = data[start:]
         if tail and self._oversized_sample is None:
@@ -333,6 +334,23 @@ def encode_line(obj: Mapping[str, Any], codec: JsonCodec = ACTIVE) -> str:
             # UTF-8; as a JSON escape it can, and the frame still goes out.
             line = _encode_ascii(obj) + "\n"
     return line
+
+
+def encode_value(obj: Any, codec: JsonCodec = ACTIVE) -> bytes:
+    """One JSON value as compact UTF-8 bytes, no newline: a part of a frame that the
+    caller splices into a line (the JSON of an object is the JSON of its parts, so the
+    line is the one :func:`encode_wire` would make of the whole, but for the escaping of
+    a lone surrogate, which stays confined to the part that holds it). Raises as
+    :func:`encode_line` does."""
+    if codec.dumps is not None:
+        data = codec.dumps(obj)
+        if data is not None:
+            return data
+    text = _encode(obj)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _encode_ascii(obj).encode("ascii")
 
 
 def encode_wire(obj: Mapping[str, Any], codec: JsonCodec = ACTIVE) -> bytes:

@@ -72,15 +72,16 @@ class Outcome:
         """The connector's answer, passed through. A refusal of egress is definite."""
         error = result.get("error")
         code = result.get("code")
-        # Positional, in field order: made once per result on the reader's hot path,
-        # where keywords cost a third more (1.23 vs 1.74 µs here, frozen fields).
-        return cls(
-            result.get("success") is True,
-            False,
-            error if isinstance(error, str) else None,
-            code if isinstance(code, str) else None,
-            result,
-        )
+        # Made once per result on the reader's hot path: the fields are set through
+        # their slots, past the frozen dataclass's __init__ (1.0 vs 1.7 us here; still
+        # frozen for everyone else).
+        outcome = _new(cls)
+        _set_success(outcome, result.get("success") is True)
+        _set_ambiguous(outcome, False)
+        _set_error(outcome, error if isinstance(error, str) else None)
+        _set_code(outcome, code if isinstance(code, str) else None)
+        _set_result(outcome, result)
+        return outcome
 
     @classmethod
     def definite(cls, code: str, error: str) -> Outcome:
@@ -91,6 +92,15 @@ class Outcome:
     def ambiguous_failure(cls, code: str, error: str) -> Outcome:
         """A failure after the frame was written: the connector may have applied it."""
         return cls(success=False, ambiguous=True, error=error, code=code)
+
+
+_new = object.__new__
+# The slots' own setters (what the frozen __init__ reaches through object.__setattr__).
+_set_success = Outcome.__dict__["success"].__set__
+_set_ambiguous = Outcome.__dict__["ambiguous"].__set__
+_set_error = Outcome.__dict__["error"].__set__
+_set_code = Outcome.__dict__["code"].__set__
+_set_result = Outcome.__dict__["result"].__set__
 
 
 def closing() -> Outcome:
