@@ -43,7 +43,7 @@ from .._core.url import normalize_url
 from .adapter.plane import AdapterPlane
 from .adapter.streaming import StreamReply
 from .adapter.task_cards import TaskCard
-from .connection.connection import Connection
+from .connection.connection import Connection, abort_sleep
 from .connection.serve import ConnectionHooks
 from .inbound.acks import RelayAcks
 from .inbound.pipeline import InboundPipeline
@@ -51,6 +51,9 @@ from .link.dial import Endpoint, dialer_for
 from .routes.media import RelayMedia
 from .state_feed import RelayStates, StateChanges
 from .supervisor import Supervisor
+
+_current_task = trio.lowlevel.current_task
+_wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
 
 logger = logging.getLogger("trio_relay")
 
@@ -316,7 +319,26 @@ class Relay:
         if ready is None:
             outcome = _outcome.not_connected(self.state.value)
         elif isinstance(ready, Connection):
-            outcome = await ready.request(request_id, line, deadline, timeout)
+            submitted = ready.submit(request_id, line, deadline, timeout)
+            del line  # (sent or queued: not held by this frame while the request waits)
+            if isinstance(submitted, Outcome):
+                outcome = submitted
+            else:
+                # Waits here, not in a coroutine of the connection's (see above); the
+                # connection's ``wake`` ends the wait once the protocol settled it.
+                try:
+                    if submitted.outcome is None:
+                        task = submitted.handle = _current_task()
+                        task.custom_sleep_data = submitted
+                        await _wait_task_rescheduled(abort_sleep)
+                    else:
+                        await trio.lowlevel.checkpoint()
+                except BaseException:
+                    ready.withdraw(submitted)
+                    raise
+                settled = submitted.outcome
+                assert settled is not None
+                outcome = settled
         else:
             outcome = ready  # a refusal: nothing is sent
         self.stats.requests["success" if outcome.success else _outcome_label(outcome)] += 1

@@ -80,7 +80,8 @@ def abort_sleep(_: object) -> trio.lowlevel.Abort:
 def wake(request: Request) -> None:
     """Wake the task waiting on ``request`` (settled by the protocol), if it still is.
 
-    The task marks its sleep with ``custom_sleep_data = request``; Trio clears that
+    The waiting task (:meth:`Relay.request`) sets ``request.handle`` to itself and marks
+    its sleep with ``custom_sleep_data = request``; Trio clears that
     whenever the task is rescheduled, a cancellation included, so a request settled
     between its caller's cancellation and the caller running again is not woken twice.
     """
@@ -252,11 +253,18 @@ class Connection:
 
     # --- requests --------------------------------------------------------------------
 
-    async def request(
+    def submit(
         self, request_id: str, line: bytes, deadline: float, timeout: float
-    ) -> Outcome:
-        """Send one ``outbound`` line and wait for its outcome: its result, its
-        deadline, or the end of this connection, whichever the protocol sees first."""
+    ) -> Request | Outcome:
+        """Send one ``outbound`` line (now, or queued for the writer) and track it: the
+        :class:`Request` whose outcome the protocol will set (its result, its deadline
+        or the end of this connection, whichever it sees first), or the
+        :class:`Outcome` of a line that cannot be sent at all.
+
+        The caller waits for the outcome in its own frame, as :func:`wake` expects
+        (:meth:`Relay.request`: one coroutine level fewer on every resume of a waiting
+        task, and one frame fewer held per request in flight), and calls
+        :meth:`withdraw` if it is cancelled meanwhile."""
         if not self.is_open:
             return _outcome.write_failed("connection already ended")
         request = Request(request_id, line, deadline, timeout)
@@ -272,25 +280,16 @@ class Connection:
         sleep = self._timer_sleep
         if sleep is not None and deadline < sleep.deadline:
             sleep.deadline = deadline
-        try:
-            if direct:
-                self._write_now(request)
-            if request.outcome is None:
-                task = request.handle = _current_task()
-                task.custom_sleep_data = request
-                await _wait_task_rescheduled(abort_sleep)
-            else:
-                await trio.lowlevel.checkpoint()
-        except BaseException:
-            # Cancelled: leave no trace, so a late result is ignored and the writer
-            # skips the frame if it has not gone out yet.
-            request.handle = None
-            self.protocol.abandon(request)
-            self._wake_drain()
-            raise
-        outcome = request.outcome
-        assert outcome is not None
-        return outcome
+        if direct:
+            self._write_now(request)
+        return request
+
+    def withdraw(self, request: Request) -> None:
+        """The caller of a submitted request was cancelled: leave no trace, so a late
+        result is ignored and the writer skips the frame if it has not gone out yet."""
+        request.handle = None
+        self.protocol.abandon(request)
+        self._wake_drain()
 
     def _write_now(self, request: Request) -> None:
         # What the socket does not take at once is left for the writer, so the

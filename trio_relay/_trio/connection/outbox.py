@@ -1,7 +1,7 @@
 """What waits to be written on one WebSocket, and how a burst is packed into messages.
 
 A request writes its own frame when the socket takes bytes now (see
-``Connection.request``); everything else — a burst of requests, acks, pings' company,
+``Connection.submit``); everything else — a burst of requests, acks, pings' company,
 frames that found the socket busy — is queued here for a writer, which takes
 *everything* queued since its last write and packs it into as few WebSocket messages as
 the limits allow. Trio pays a fixed cost per message (framing, a ``send_all``, a
