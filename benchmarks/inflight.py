@@ -6,11 +6,16 @@ Beside it, in the same run, **Trio's own floor** (:func:`trio_floor_ms`): K task
 in Trio's lowest-level wait, all woken at once, until the last has run and returned —
 no socket, no relay, nothing but the scheduler. Every caller of a Trio library is a
 task that must be woken and run, so no Trio implementation settles K callers faster.
+And the same floor **through this harness** (:func:`harness_floor_ms`): the very callers
+the clients are timed with (each its own task of :meth:`Backend.gather`, a ``Reply``
+each) on a "client" that only parks them: what any Trio client pays here before doing
+any work of its own. The spread of each over the rounds is reported beside the clients'.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -22,6 +27,7 @@ from ._backends import (
     Backend,
     Client,
     Control,
+    Reply,
     alternate,
     recover,
     run_session,
@@ -37,6 +43,10 @@ PEER = next(b for b in PEER_BACKENDS if b.name == "websockets.trio")
 SIZES = (10, 100, 1000, 10_000)
 TARGETS_MS = {1000: 5.0, 10_000: 40.0}
 """The last outcome at most this long after the reset (issue 11), by K."""
+FLOOR_RATIO = 1.1
+"""The last outcome at most this many times Trio's floor (issue 24), by K as above..."""
+MAX_SPREAD = 1.5
+"""...and the slowest of the rounds less than this many times the fastest."""
 # A link counts as healthy at once (trio_relay) / the ladder is reset by any link
 # (baseline): each round's reset is then redialled at once, not on a ladder.
 OVERRIDES: dict[str, dict[str, Any]] = {
@@ -45,30 +55,42 @@ OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 
+class _Callers:
+    """The K callers of one round: each makes one request and notes when it had its
+    reply. The clients and the harness floor are timed through this same code."""
+
+    def __init__(self, request: Callable[[dict[str, Any], float], Awaitable[Reply]]) -> None:
+        self._request = request
+        self.finished: list[float] = []
+        self.ambiguous = 0
+
+    async def call(self) -> None:
+        reply = await self._request(ACTION, 30.0)
+        self.finished.append(time.monotonic())
+        self.ambiguous += reply.ambiguous
+
+
 async def _one(backend: Backend, client: Client, ctl: Control, k: int) -> dict[str, float]:
     await ctl.call("withhold")
     base = int((await ctl.call("outbound_count"))["n"])
-    finished: list[float] = []
-    ambiguous = 0
-
-    async def caller() -> None:
-        nonlocal ambiguous
-        reply = await client.request(ACTION, 30.0)
-        finished.append(time.monotonic())
-        ambiguous += reply.ambiguous
+    callers = _Callers(client.request)
 
     async def killer() -> float:
         await ctl.call("wait_outbound", n=base + k)
         return float((await ctl.call("abort"))["t"])
 
-    results = await backend.gather([caller] * k + [killer])
+    results = await backend.gather([callers.call] * k + [killer])
     t_kill = results[-1]
     await ctl.call("release")  # stop withholding; the held results die with the session
     return {
-        "last_ms": (max(finished) - t_kill) * 1000,
-        "first_ms": (min(finished) - t_kill) * 1000,
-        "ambiguous": ambiguous,
+        "last_ms": (max(callers.finished) - t_kill) * 1000,
+        "first_ms": (min(callers.finished) - t_kill) * 1000,
+        "ambiguous": callers.ambiguous,
     }
+
+
+def _abort_succeeded(_: object) -> trio.lowlevel.Abort:
+    return trio.lowlevel.Abort.SUCCEEDED
 
 
 def trio_floor_ms(k: int) -> float:
@@ -81,7 +103,7 @@ def trio_floor_ms(k: int) -> float:
 
         async def caller() -> None:
             parked.append(trio.lowlevel.current_task())
-            await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.SUCCEEDED)
+            await trio.lowlevel.wait_task_rescheduled(_abort_succeeded)
             finished.append(time.monotonic())
 
         async with trio.open_nursery() as nursery:
@@ -95,6 +117,41 @@ def trio_floor_ms(k: int) -> float:
         return (max(finished) - started) * 1000
 
     return trio.run(main)
+
+
+def harness_floor_ms(k: int) -> float:
+    """Trio's floor through this harness: the clients' own callers (:class:`_Callers`,
+    run by :meth:`Backend.gather`) on a client whose request only parks its task and
+    returns a ``Reply`` once woken; milliseconds from waking all K at once until the
+    last caller has noted its reply."""
+    parked: list[trio.lowlevel.Task] = []
+
+    async def park(action: dict[str, Any], timeout: float) -> Reply:
+        parked.append(trio.lowlevel.current_task())
+        await trio.lowlevel.wait_task_rescheduled(_abort_succeeded)
+        return Reply(False, True)
+
+    async def main() -> float:
+        callers = _Callers(park)
+
+        async def killer() -> float:
+            while len(parked) < k:
+                await trio.sleep(0.001)
+            started = time.monotonic()
+            for task in parked:
+                trio.lowlevel.reschedule(task)
+            return started
+
+        results = await TRIO_RELAY.gather([callers.call] * k + [killer])
+        started: float = results[-1]
+        return (max(callers.finished) - started) * 1000
+
+    return trio.run(main)
+
+
+def spread(samples: list[float]) -> float:
+    """The slowest sample over the fastest (1.0 for a single one)."""
+    return max(samples) / min(samples)
 
 
 def _round(
@@ -118,6 +175,7 @@ def run(ctx: Context) -> Result:
         b.name: {k: [] for k in SIZES} for b in (TRIO_RELAY, BASELINE, PEER)
     }
     floors: dict[int, list[float]] = {k: [] for k in TARGETS_MS}
+    harness_floors: dict[int, list[float]] = {k: [] for k in TARGETS_MS}
     ctx.progress.start("inflight", rounds * 3 * len(SIZES))
     with ctx.connector() as proc:
         for r in range(rounds):
@@ -126,6 +184,7 @@ def run(ctx: Context) -> Result:
                     samples[backend.name][k].append(figures)
             for k in TARGETS_MS:
                 floors[k].append(trio_floor_ms(k))
+                harness_floors[k].append(harness_floor_ms(k))
     ctx.progress.finish()
 
     result = Result(
@@ -171,6 +230,7 @@ def run(ctx: Context) -> Result:
         )
     for k, limit in TARGETS_MS.items():
         floor = median(floors[k])
+        harness_floor = median(harness_floors[k])
         result.rows.append(
             Row(
                 f"K={k:,}: Trio's floor (K parked tasks woken, until the last returns)",
@@ -182,16 +242,78 @@ def run(ctx: Context) -> Result:
                 text_base="-",
             )
         )
-        last = median([s["last_ms"] for s in samples["trio_relay"][k]])
-        base = median([s["last_ms"] for s in samples["baseline"][k]])
+        result.rows.append(
+            Row(
+                f"K={k:,}: Trio's floor through this harness (the same callers, a client "
+                "that only parks)",
+                "ms",
+                harness_floor,
+                None,
+                len(harness_floors[k]),
+                better="",
+                text_base="-",
+            )
+        )
+        tr_last = [s["last_ms"] for s in samples["trio_relay"][k]]
+        bl_last = [s["last_ms"] for s in samples["baseline"][k]]
+        result.rows.append(
+            Row(
+                f"K={k:,}: spread of the rounds' last outcome (slowest / fastest)",
+                "x",
+                spread(tr_last),
+                spread(bl_last),
+                len(tr_last),
+                len(bl_last),
+            )
+        )
+        result.rows.append(
+            Row(
+                f"K={k:,}: spread of Trio's floor over the same rounds (bare / through "
+                "the harness)",
+                "x",
+                spread(floors[k]),
+                spread(harness_floors[k]),
+                len(floors[k]),
+                len(harness_floors[k]),
+                better="",
+            )
+        )
+        last, base = median(tr_last), median(bl_last)
         result.targets.append(
             Target(
                 f"{k:,} in flight settled <= {limit:g} ms after a reset",
                 f"{last:.2f} ms, {last / limit:.2f}x the budget (median of "
-                f"{len(samples['trio_relay'][k])} rounds; baseline {base:.2f} ms; "
+                f"{len(tr_last)} rounds; baseline {base:.2f} ms; "
                 f"Trio's own floor {floor:.2f} ms)",
                 last <= limit,
                 "" if last <= limit else f"missed by {last - limit:.2f} ms",
+            )
+        )
+        ratio = last / floor
+        result.targets.append(
+            Target(
+                f"{k:,} in flight settled <= {FLOOR_RATIO:g}x Trio's floor",
+                f"{ratio:.2f}x ({last:.2f} vs {floor:.2f} ms); through the harness "
+                f"{last / harness_floor:.2f}x ({harness_floor:.2f} ms), the harness floor "
+                f"itself {harness_floor / floor:.2f}x the bare one",
+                ratio <= FLOOR_RATIO,
+                ""
+                if ratio <= FLOOR_RATIO or harness_floor / floor <= FLOOR_RATIO
+                else "below a floor: a client that only parks, timed the same way, is "
+                f"{harness_floor / floor:.2f}x the bare floor already",
+            )
+        )
+        tr_spread, floor_spread = spread(tr_last), spread(floors[k])
+        result.targets.append(
+            Target(
+                f"{k:,} in flight: spread of the rounds < {MAX_SPREAD:g}x",
+                f"{tr_spread:.2f}x over {len(tr_last)} rounds; Trio's floor "
+                f"{floor_spread:.2f}x bare, {spread(harness_floors[k]):.2f}x through the "
+                "harness, over the same rounds",
+                tr_spread < MAX_SPREAD,
+                ""
+                if tr_spread < MAX_SPREAD or floor_spread < MAX_SPREAD
+                else "the floor's own spread is over the target too",
             )
         )
     all_ambiguous = all(int(s["ambiguous"]) == k for k in SIZES for s in samples["trio_relay"][k])
@@ -204,6 +326,11 @@ def run(ctx: Context) -> Result:
         "Trio's floor: K tasks parked in trio.lowlevel.wait_task_rescheduled, rescheduled "
         "at once, until the last has appended its time and returned (no socket, no relay); "
         "one sample per round, median",
+        "Trio's floor through this harness: the clients' own callers (one task each, "
+        "started by the same gather, a Reply each) on a client whose request only parks "
+        "until all K are woken at once; one sample per round, median",
+        "spread: the slowest round over the fastest, for the clients and for both floors "
+        "(measured between the same rounds)",
         f"rows 'vs the {PEER.name} peer': that peer client (benchmarks/peers.py, one reader "
         "task; its waiters all set in one loop once its session has ended) in the "
         "baseline column, same rounds; ratio = trio_relay / peer",
