@@ -284,6 +284,7 @@ async def _exit_with_parent(scope: trio.CancelScope) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _connector_args.parse("python -m trio_relay_benchmarks.connector_proc", argv)
+    _connector_args.freeze_imports()
     try:
         trio.run(_main, args.host, args.port, args.control)
     except KeyboardInterrupt:

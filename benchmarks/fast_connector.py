@@ -214,6 +214,7 @@ async def _main(host: str, port: int, control_path: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _connector_args.parse("python -m trio_relay_benchmarks.fast_connector", argv)
+    _connector_args.freeze_imports()
     coro = _main(args.host, args.port, args.control)
     try:
         if loop_name() == "uvloop":
