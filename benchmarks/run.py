@@ -107,9 +107,8 @@ def run_benchmarks(
     # Every import is done: what exists now (both clients, the peers, the baseline, this
     # harness: about 40,000 objects) is kept out of the cyclic collector's scans for the
     # run, both clients alike; undone after. A full collection otherwise scans all of it:
-    # 26 ms, measured, the one full collection of a default redial run, which landed in
-    # the same one of trio_relay's 200 zero-backoff drops in three runs out of three
-    # (27-32 ms: that list's slowest drop, its p99 moved by it).
+    # 26 ms (gc.callbacks), the one full collection of a default redial run, paid by
+    # whichever client was being timed. (The connectors do the same: _connector_args.)
     gc.collect()
     gc.freeze()
     frozen = gc.get_freeze_count()
