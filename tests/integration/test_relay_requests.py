@@ -120,6 +120,33 @@ async def test_a_thousand_concurrent_requests_share_few_messages(
     assert relay.stats.messages_sent < 200
 
 
+async def test_a_burst_is_split_into_messages_within_max_message_bytes() -> None:
+    # 64 requests of ~460 bytes of UTF-8 each (200 two-byte characters), started in one
+    # turn, against a connector that fails any message over 4 KiB with 1009: the
+    # writer must split the burst by its UTF-8 size, or the link drops.
+    limit = 4096
+    content = "\u00e9" * 200
+    async with (
+        open_connector(max_message_bytes=limit) as connector,
+        trio_relay.open_relay(connector.url, config=config(max_message_bytes=limit)) as relay,
+    ):
+        await relay.wait_connected(5)
+        outcomes: list[Outcome] = []
+        frames, messages = relay.stats.frames_sent, relay.stats.messages_sent
+
+        async def one() -> None:
+            outcomes.append(await relay.request({"op": "send", "chat_id": "C", "content": content}))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(64):
+                nursery.start_soon(one)
+        assert len(outcomes) == 64 and all(o.success for o in outcomes), outcomes[:3]
+        assert relay.stats.connects == 1 and not relay.stats.drops
+        assert relay.stats.frames_sent - frames == 64
+        # 64 x ~460 bytes is ~29 KiB: at least 8 messages, and batched (far fewer than 64).
+        assert 8 <= relay.stats.messages_sent - messages < 64
+
+
 async def test_large_requests_in_a_burst_leave_one_by_one_small_ones_together(
     connector: ReferenceConnector,
 ) -> None:

@@ -560,7 +560,9 @@ class Connection:
                     if not outbox.has_queued:
                         return
                     continue
-                if not await self._flush(sent):
+                if not await self._flush(sent) or not outbox.has_queued:
+                    # (Nothing queued meanwhile: done, without another pass of the loop
+                    # to find that out; it would ask Trio's statistics once more.)
                     return
         finally:
             self._writer_running = False
