@@ -10,6 +10,9 @@ And the same floor **through this harness** (:func:`harness_floor_ms`): the very
 the clients are timed with (each its own task of :meth:`Backend.gather`, a ``Reply``
 each) on a "client" that only parks them: what any Trio client pays here before doing
 any work of its own. The spread of each over the rounds is reported beside the clients'.
+Two rows say where a client's difference from the bare floor lies: its first outcome
+against the floor's (the floor only wakes the K; a client also sees the reset and
+settles them first), and its first-to-last against the floor's (running the K woken).
 """
 
 from __future__ import annotations
@@ -93,11 +96,13 @@ def _abort_succeeded(_: object) -> trio.lowlevel.Abort:
     return trio.lowlevel.Abort.SUCCEEDED
 
 
-def trio_floor_ms(k: int) -> float:
+def trio_floor_ms(k: int) -> tuple[float, float]:
     """Milliseconds from waking K parked Trio tasks (all at once, as a connection's end
-    settles its waiters) until the last of them has run and returned."""
+    settles its waiters) until the last of them has run and returned, and until the
+    first has (the wake-up loop itself: every one of the K is rescheduled before any
+    runs)."""
 
-    async def main() -> float:
+    async def main() -> tuple[float, float]:
         parked: list[trio.lowlevel.Task] = []
         finished: list[float] = []
 
@@ -114,7 +119,7 @@ def trio_floor_ms(k: int) -> float:
             started = time.monotonic()
             for task in parked:
                 trio.lowlevel.reschedule(task)
-        return (max(finished) - started) * 1000
+        return (max(finished) - started) * 1000, (min(finished) - started) * 1000
 
     return trio.run(main)
 
@@ -175,6 +180,7 @@ def run(ctx: Context) -> Result:
         b.name: {k: [] for k in SIZES} for b in (TRIO_RELAY, BASELINE, PEER)
     }
     floors: dict[int, list[float]] = {k: [] for k in TARGETS_MS}
+    floor_firsts: dict[int, list[float]] = {k: [] for k in TARGETS_MS}
     harness_floors: dict[int, list[float]] = {k: [] for k in TARGETS_MS}
     ctx.progress.start("inflight", rounds * 3 * len(SIZES))
     with ctx.connector() as proc:
@@ -183,7 +189,9 @@ def run(ctx: Context) -> Result:
                 for k, figures in _round(ctx, backend, proc, SIZES).items():
                     samples[backend.name][k].append(figures)
             for k in TARGETS_MS:
-                floors[k].append(trio_floor_ms(k))
+                last, first = trio_floor_ms(k)
+                floors[k].append(last)
+                floor_firsts[k].append(first)
                 harness_floors[k].append(harness_floor_ms(k))
     ctx.progress.finish()
 
@@ -256,6 +264,30 @@ def run(ctx: Context) -> Result:
         )
         tr_last = [s["last_ms"] for s in samples["trio_relay"][k]]
         bl_last = [s["last_ms"] for s in samples["baseline"][k]]
+        # Where the difference from the floor lies: up to the first outcome (seeing the
+        # reset, settling, waking all K: the floor has only the waking), and from the
+        # first to the last (running the K woken callers, in both).
+        tr_first = [s["first_ms"] for s in samples["trio_relay"][k]]
+        result.rows.append(
+            Row(
+                f"K={k:,}: first outcome vs Trio's floor's (the floor: waking all K)",
+                "ms",
+                median(tr_first),
+                median(floor_firsts[k]),
+                len(tr_first),
+                len(floor_firsts[k]),
+            )
+        )
+        result.rows.append(
+            Row(
+                f"K={k:,}: first to last outcome vs Trio's floor's (running the K woken)",
+                "ms",
+                median([s["last_ms"] - s["first_ms"] for s in samples["trio_relay"][k]]),
+                median([a - b for a, b in zip(floors[k], floor_firsts[k], strict=True)]),
+                len(tr_first),
+                len(floors[k]),
+            )
+        )
         result.rows.append(
             Row(
                 f"K={k:,}: spread of the rounds' last outcome (slowest / fastest)",
