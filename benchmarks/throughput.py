@@ -14,6 +14,12 @@ Beside the asyncio baseline, the same windows run the **peer clients** of
 or on ``wsproto``, one reader task, each request writing its own frame). Their rows put
 the peer in the baseline column, so the ratio is trio_relay / that peer.
 
+Last in each round runs the **Trio floor** (:mod:`.floor_client`): trio_relay's shape
+with no protocol work at all (no JSON, no validation, no deadlines), the least any Trio
+client can spend per request on this wire. It has no target of its own; its rows say
+how far trio_relay is above it, and each CPU target says whether the target itself lies
+above the floor (reachable by a Trio client) or below it.
+
 The CPU figure is the one the targets are about: on a shared machine req/s moves with
 whatever else runs, CPU per request much less.
 """
@@ -29,6 +35,7 @@ from ._backends import run_session as session
 from ._context import Context
 from ._control import ConnectorProcess
 from ._report import Result, Row, Target, median, percentile, thin
+from .floor_client import FLOOR_BACKEND
 from .peers import PEER_BACKENDS
 
 __all__ = ["CASES", "Case", "run"]
@@ -134,18 +141,18 @@ PEER_CPU_TARGET = 1.0
 
 
 def _order(round_index: int) -> list[Backend]:
-    """trio_relay and the baseline alternating as everywhere, the peers after them in
-    alternating order too: each implementation runs early in some rounds, late in
-    others."""
-    peers = list(PEER_BACKENDS) if round_index % 2 == 0 else list(reversed(PEER_BACKENDS))
-    return [*alternate(round_index), *peers]
+    """trio_relay and the baseline alternating as everywhere, the peers and the floor
+    after them in alternating order too: each implementation runs early in some rounds,
+    late in others."""
+    others: list[Backend] = [*PEER_BACKENDS, FLOOR_BACKEND]
+    return [*alternate(round_index), *(others if round_index % 2 == 0 else others[::-1])]
 
 
 def run(ctx: Context) -> Result:
     rounds = ctx.count(5, 1, 1)
     seconds = ctx.pick(1.0, 0.5, 0.2)
     warmup = ctx.pick(0.2, 0.1, 0.05)
-    backends: list[Backend] = [TRIO_RELAY, BASELINE, *PEER_BACKENDS]
+    backends: list[Backend] = [TRIO_RELAY, BASELINE, *PEER_BACKENDS, FLOOR_BACKEND]
     windows: dict[Key, list[Window]] = {(b.name, c.label): [] for b in backends for c in CASES}
     ctx.progress.start("throughput", rounds * len(backends) * len(CASES))
     with ctx.connector(fast=True) as proc:
@@ -159,13 +166,21 @@ def run(ctx: Context) -> Result:
     ctx.progress.finish()
     result = Result("throughput", "C concurrent requesters on one connection, fast connector")
     for case in CASES:
-        _rows(result, case, windows[("trio_relay", case.label)], windows[("baseline", case.label)])
+        _rows(
+            result, case, windows[("trio_relay", case.label)], windows[("baseline", case.label)],
+            windows[(FLOOR_BACKEND.name, case.label)],
+        )  # fmt: skip
     for case in CASES:
         for peer in PEER_BACKENDS:
             _peer_rows(
                 result, case, peer.name, windows[("trio_relay", case.label)],
                 windows[(peer.name, case.label)],
             )  # fmt: skip
+    for case in CASES:
+        _floor_rows(
+            result, case, windows[("trio_relay", case.label)],
+            windows[(FLOOR_BACKEND.name, case.label)],
+        )  # fmt: skip
     failures = {
         b.name: sum(w.failures for (n, _), ws in windows.items() if n == b.name for w in ws)
         for b in backends
@@ -180,6 +195,10 @@ def run(ctx: Context) -> Result:
         "rows '... vs PEER': the baseline column holds that peer client's figure "
         "(benchmarks/peers.py), so the ratio is trio_relay / peer; same windows, same "
         "connector, rounds interleaved with trio_relay's and the baseline's",
+        f"rows '... vs the {FLOOR_BACKEND.name}': the baseline column holds the floor "
+        "(benchmarks/floor_client.py: trio_relay's reader/writer shape with no JSON, no "
+        "validation, no deadlines), the least a Trio client spends per request here; a "
+        "bound, not a rival, so it has no target",
     ]
     result.configs = {b.name: b.config({}) for b in backends}
     result.samples = {
@@ -199,7 +218,9 @@ def run(ctx: Context) -> Result:
     return result
 
 
-def _rows(result: Result, case: Case, tr: list[Window], bl: list[Window]) -> None:
+def _rows(
+    result: Result, case: Case, tr: list[Window], bl: list[Window], floor: list[Window]
+) -> None:
     n_t, n_b = len(tr), len(bl)
     rate_t, rate_b = median([w.rate for w in tr]), median([w.rate for w in bl])
     cpu_t, cpu_b = median([w.cpu_us for w in tr]), median([w.cpu_us for w in bl])
@@ -227,15 +248,18 @@ def _rows(result: Result, case: Case, tr: list[Window], bl: list[Window]) -> Non
             )
         )
     if case.cpu_target is not None:
-        result.targets.append(
-            _ratio_target(
-                f"client CPU per request <= {case.cpu_target:g}x the baseline's, {label}",
-                cpu_t / cpu_b,
-                case.cpu_target,
-                f"{cpu_t:.1f} vs {cpu_b:.1f} µs; {rate_t:,.0f} vs {rate_b:,.0f} req/s",
-                at_most=True,
-            )
+        target = _ratio_target(
+            f"client CPU per request <= {case.cpu_target:g}x the baseline's, {label}",
+            cpu_t / cpu_b,
+            case.cpu_target,
+            f"{cpu_t:.1f} vs {cpu_b:.1f} µs; {rate_t:,.0f} vs {rate_b:,.0f} req/s",
+            at_most=True,
         )
+        if not target.met:
+            target.note += "; " + _floor_verdict(
+                median([w.cpu_us for w in floor]), cpu_b, case.cpu_target
+            )
+        result.targets.append(target)
     if case.rate_target is not None:
         result.targets.append(
             _ratio_target(
@@ -271,6 +295,27 @@ def _peer_rows(
                 at_most=True,
             )
         )
+
+
+def _floor_verdict(cpu_floor: float, cpu_base: float, want: float) -> str:
+    """Whether a missed CPU target lies below what any Trio client can reach here."""
+    ratio = cpu_floor / cpu_base
+    where = "below the floor: no Trio client can meet it" if ratio > want else (
+        "above the floor: a Trio client can meet it"
+    )
+    return f"the {FLOOR_BACKEND.name} is {ratio:.2f}x the baseline ({cpu_floor:.1f} µs): {where}"
+
+
+def _floor_rows(result: Result, case: Case, tr: list[Window], floor: list[Window]) -> None:
+    cpu_t, cpu_f = median([w.cpu_us for w in tr]), median([w.cpu_us for w in floor])
+    rate_t, rate_f = median([w.rate for w in tr]), median([w.rate for w in floor])
+    name = FLOOR_BACKEND.name
+    result.rows += [
+        Row(f"{case.label}: requests/s vs the {name}", "req/s", rate_t, rate_f, len(tr),
+            len(floor), better="higher"),
+        Row(f"{case.label}: client CPU per request vs the {name}", "µs", cpu_t, cpu_f, len(tr),
+            len(floor)),
+    ]  # fmt: skip
 
 
 def _ratio_target(text: str, ratio: float, want: float, figures: str, *, at_most: bool) -> Target:

@@ -217,12 +217,7 @@ class OutboundResult(Frame):
         request_id = _require_str(obj, "requestId")
         if cls is not OutboundResult:
             return cls(request_id, result)
-        # One per reply, on the reader's hot path: set through the slots, past the
-        # frozen __init__ (0.48 vs 0.74 us here).
-        frame = _new(OutboundResult)
-        _set_request_id(frame, request_id)
-        _set_result(frame, result)
-        return frame
+        return outbound_result(request_id, result)
 
     def to_wire(self) -> JsonObject:
         return {"type": self.TYPE, "requestId": self.request_id, "result": self.result}
@@ -231,6 +226,16 @@ class OutboundResult(Frame):
 _new = object.__new__
 _set_request_id = OutboundResult.__dict__["request_id"].__set__
 _set_result = OutboundResult.__dict__["result"].__set__
+
+
+def outbound_result(request_id: str, result: JsonObject) -> OutboundResult:
+    """An :class:`OutboundResult` of fields already checked: one per reply, on the
+    reader's hot path, so set through the slots, past the frozen ``__init__`` (0.48 vs
+    0.74 us here)."""
+    frame = _new(OutboundResult)
+    _set_request_id(frame, request_id)
+    _set_result(frame, result)
+    return frame
 
 
 @dataclass(frozen=True, slots=True)
