@@ -7,13 +7,14 @@ httpx) are thin wrappers around it.
 
 Why a transport of our own: the keepalive options must reach *every* TCP connection,
 proxied ones included. httpcore's proxy pools do not pass ``socket_options`` on to the
-connections they open, but every connection (direct, through an HTTP proxy, tunnelled,
-SOCKS) is opened by the pool's *network backend*, and httpcore's pools take one as a
-public ``network_backend=`` argument. httpx's ``HTTPTransport`` does not expose that
-argument, so :class:`Family` builds the httpcore pool itself, from public classes and
-arguments, with a backend that adds the options, and adapts requests, responses and
-exceptions between the two layers as a transport does. Nothing private is touched, so a
-new httpx release cannot silently drop the options from proxied connections.
+connections they open (httpcore 1, and httpcore2 before 2.17.0), but every connection
+(direct, through an HTTP proxy, tunnelled, SOCKS) is opened by the pool's *network
+backend*, and httpcore's pools take one as a public ``network_backend=`` argument.
+httpx's ``HTTPTransport`` does not expose that argument, so :class:`Family` builds the
+httpcore pool itself, from public classes and arguments, with a backend that adds the
+options, and adapts requests, responses and exceptions between the two layers as a
+transport does. Nothing private is touched, so a new httpx release cannot silently drop
+the options from proxied connections.
 """
 
 from __future__ import annotations
