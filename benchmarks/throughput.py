@@ -21,11 +21,16 @@ how far trio_relay is above it, and each CPU target says whether the target itse
 above the floor (reachable by a Trio client) or below it.
 
 The CPU figure is the one the targets are about: on a shared machine req/s moves with
-whatever else runs, CPU per request much less.
+whatever else runs, CPU per request much less. Beside it, the garbage collector's runs
+per 1,000 requests (counted with ``gc.callbacks`` over the same window): a client that
+keeps more tracked objects per request in flight than CPython's young threshold allows
+pays for collections that find nothing (docs/deployment.md, "The garbage collector at
+hundreds of requests in flight").
 """
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -80,6 +85,8 @@ class Window:
     failures: int
     busy: tuple[float, float]
     """CPU share (0..1) of the client and of the connector process."""
+    collections: int = 0
+    """Garbage-collector runs (any generation) in this process during the window."""
 
 
 def _window(
@@ -112,12 +119,22 @@ def _window(
         await backend.gather([requester] * case.concurrency)  # warm-up
         measuring = True
         server_cpu = float((await ctl.call("cpu"))["cpu"])
-        client_cpu = time.process_time()
-        started = time.perf_counter()
-        stop_at = started + seconds
-        await backend.gather([requester] * case.concurrency)
-        elapsed = time.perf_counter() - started
-        client_cpu = time.process_time() - client_cpu
+        collections = 0
+
+        def count_collection(phase: str, info: dict[str, int]) -> None:
+            nonlocal collections
+            collections += phase == "stop"
+
+        gc.callbacks.append(count_collection)
+        try:
+            client_cpu = time.process_time()
+            started = time.perf_counter()
+            stop_at = started + seconds
+            await backend.gather([requester] * case.concurrency)
+            elapsed = time.perf_counter() - started
+            client_cpu = time.process_time() - client_cpu
+        finally:
+            gc.callbacks.remove(count_collection)
         server_cpu = float((await ctl.call("cpu"))["cpu"]) - server_cpu
         ctx.progress.advance()
         done = max(len(latencies), 1)
@@ -127,6 +144,7 @@ def _window(
             latencies=latencies,
             failures=failures,
             busy=(client_cpu / elapsed, server_cpu / elapsed),
+            collections=collections,
         )
 
     return session(backend, proc, {}, body)
@@ -191,6 +209,8 @@ def run(ctx: Context) -> Result:
         "process of its own (batched replies: one message answers every request read at once)",
         "client CPU = time.process_time() of the client process over the window / requests "
         "completed in it (the harness's own loop is paid alike by both); median of rounds",
+        "garbage-collector runs: gc.callbacks in this process over the window, any "
+        "generation, per 1,000 requests completed; median of rounds",
         "failed requests: " + ", ".join(f"{name} {n}" for name, n in failures.items()),
         "rows '... vs PEER': the baseline column holds that peer client's figure "
         "(benchmarks/peers.py), so the ratio is trio_relay / peer; same windows, same "
@@ -208,6 +228,9 @@ def run(ctx: Context) -> Result:
         },
         "cpu_busy_client_connector": {
             f"{n} / {c}": [w.busy for w in v] for (n, c), v in windows.items()
+        },
+        "gc_collections": {
+            f"{n} / {c}": [w.collections for w in v] for (n, c), v in windows.items()
         },
     }
     result.cdf = {
@@ -235,6 +258,16 @@ def _rows(
         Row(f"{label}: latency p99", "ms", percentile(lat_t, 99), percentile(lat_b, 99),
             len(lat_t), len(lat_b)),
     ]
+    result.rows.append(
+        Row(
+            f"{label}: garbage-collector runs per 1,000 requests",
+            "",
+            _collections_per_1000(tr),
+            _collections_per_1000(bl),
+            n_t,
+            n_b,
+        )
+    )
     for i, side in enumerate(("client", "connector")):
         result.rows.append(
             Row(
@@ -315,7 +348,13 @@ def _floor_rows(result: Result, case: Case, tr: list[Window], floor: list[Window
             len(floor), better="higher"),
         Row(f"{case.label}: client CPU per request vs the {name}", "µs", cpu_t, cpu_f, len(tr),
             len(floor)),
+        Row(f"{case.label}: garbage-collector runs per 1,000 requests vs the {name}", "",
+            _collections_per_1000(tr), _collections_per_1000(floor), len(tr), len(floor)),
     ]  # fmt: skip
+
+
+def _collections_per_1000(windows: list[Window]) -> float:
+    return median([1000 * w.collections / max(len(w.latencies), 1) for w in windows])
 
 
 def _ratio_target(text: str, ratio: float, want: float, figures: str, *, at_most: bool) -> Target:
