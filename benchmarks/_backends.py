@@ -35,6 +35,7 @@ __all__ = [
     "alternate",
     "recover",
     "run_session",
+    "running",
     "wait_dropped",
 ]
 
@@ -51,6 +52,26 @@ SPIN = 0.002
 both event loops' timers does not round sub-millisecond waits up."""
 
 Overrides = dict[str, Any]
+
+
+class _Runs(Protocol):
+    async def run(self) -> None: ...
+
+
+R = TypeVar("R", bound=_Runs)
+
+
+@asynccontextmanager
+async def running(client: R) -> AsyncIterator[R]:
+    """``client`` with its ``run()`` (dial, read, redial) going in a task of its own
+    until the block exits; for the Trio clients that are not trio_relay (the peers,
+    the floor)."""
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(client.run)
+        try:
+            yield client
+        finally:
+            nursery.cancel_scope.cancel()
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 import trio
 from outcome import Value
 
-from ._backends import Client, OnMessage, Overrides, Reply, TrioRelayBackend
+from ._backends import Client, OnMessage, Overrides, Reply, TrioRelayBackend, running
 
 __all__ = ["FLOOR_BACKEND", "FloorBackend", "FloorClient"]
 
@@ -248,13 +248,8 @@ class FloorBackend(TrioRelayBackend):
     ) -> AsyncIterator[Client]:
         if on_message is not None or overrides:
             raise ValueError("the Trio floor takes no options and handles no inbound")
-        client = FloorClient(url)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(client.run)
-            try:
-                yield client
-            finally:
-                nursery.cancel_scope.cancel()
+        async with running(FloorClient(url)) as client:
+            yield client
 
     def config(self, overrides: Overrides) -> dict[str, Any]:
         return {"client": NAME, "backoff": None, "keepalive": "none"}

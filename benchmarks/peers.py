@@ -33,7 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.trio.client import ClientConnection
 from websockets.trio.client import connect as ws_connect
 
-from ._backends import Client, OnMessage, Overrides, Reply, TrioRelayBackend
+from ._backends import Client, OnMessage, Overrides, Reply, TrioRelayBackend, running
 
 __all__ = [
     "PEERS",
@@ -322,13 +322,8 @@ PEERS: dict[str, type[PeerClient]] = {
 async def open_peer(name: str, url: str) -> AsyncIterator[PeerClient]:
     """A running peer client of ``PEERS[name]`` for ``url`` (the connector's base URL);
     it dials at once and redials, with no backoff, until the block exits."""
-    client = PEERS[name](url)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(client.run)
-        try:
-            yield client
-        finally:
-            nursery.cancel_scope.cancel()
+    async with running(PEERS[name](url)) as client:
+        yield client
 
 
 class PeerBackend(TrioRelayBackend):

@@ -334,7 +334,7 @@ def _floor_verdict(cpu_floor: float, cpu_base: float, want: float) -> str:
     """Whether a missed CPU target lies below what any Trio client can reach here."""
     ratio = cpu_floor / cpu_base
     where = "below the floor: no Trio client can meet it" if ratio > want else (
-        "above the floor: a Trio client can meet it"
+        "above the floor, so the floor does not explain the miss"
     )
     return f"the {FLOOR_BACKEND.name} is {ratio:.2f}x the baseline ({cpu_floor:.1f} µs): {where}"
 
