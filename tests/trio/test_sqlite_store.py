@@ -233,3 +233,39 @@ async def test_a_write_cut_off_by_shutdown_is_written_by_the_final_flush(
     again = SqliteDedupeStore(path).open_file(10)
     assert again.load() == ["slack:C1:m1"]
     again.close()
+
+
+async def test_a_cut_off_write_requeued_at_shutdown_keeps_the_newest_keys(
+    tmp_path: Path,
+) -> None:
+    # The queue holds at most the window (2 here). The first write ("0") hangs; "1"
+    # and "2" fill the queue behind it. When the relay closes, the abandoned batch goes
+    # back in front of them, and what the queue cannot hold must be the oldest ("0"),
+    # never the newest: a dropped "2" would be handled again after the restart.
+    path = tmp_path / "d.sqlite"
+    stuck = threading.Event()
+    calls: list[list[str]] = []
+    inner_adds: list[Callable[[list[str]], None]] = []
+
+    def first_hangs(keys: list[str]) -> None:
+        calls.append(keys)
+        if len(calls) == 1:
+            stuck.wait(10)  # never writes
+        else:
+            inner_adds[0](keys)
+
+    store = WatchedStore(path, add=first_hangs)
+    try:
+        async with running(on_message=Recorder(), dedupe_store=store, **WINDOW_2) as h:
+            inner_adds.append(lambda keys: store.files[0].inner.add(keys))
+            h.feed(msg(mid="0", buffer="b0"))
+            await eventually(lambda: len(calls) == 1)
+            for i in (1, 2):
+                h.feed(msg(mid=str(i), buffer=f"b{i}"))
+                await eventually(lambda i=i: len(h.acks) == i + 1)
+    finally:
+        stuck.set()
+    assert calls[1:] == [["slack:C1:1", "slack:C1:2"]]  # the final flush
+    again = SqliteDedupeStore(path).open_file(2)
+    assert again.load() == ["slack:C1:1", "slack:C1:2"]
+    again.close()

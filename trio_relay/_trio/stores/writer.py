@@ -92,7 +92,10 @@ class DedupeWriter:
         except trio.Cancelled:
             # The abandoned call may still land, or not (close() may take the file's
             # lock first): the final flush writes the batch again (adding is idempotent).
-            self._pending.extendleft(reversed(batch))
+            # Back in front of the keys committed meanwhile, and rebuilt rather than
+            # ``extendleft``: on a full queue that would push out the newest keys,
+            # which must win (they are the ones a restart would handle again).
+            self._pending = deque([*batch, *self._pending], maxlen=self._pending.maxlen)
             raise
         except (sqlite3.Error, OSError) as exc:
             # They stay deduped in memory; only a restart could replay them.
