@@ -116,10 +116,37 @@ def test_a_plain_success_gets_a_result_of_its_own() -> None:
     assert first.result is not second.result
 
 
+@pytest.mark.parametrize("codec", CODECS, ids=IDS)
+@pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
+def test_success_ids_name_exactly_the_plain_successes(codec: JsonCodec, line: bytes) -> None:
+    # feed_with_success_ids (the protocol's) gives the request id of a line that feed
+    # makes a plain success of, and every other line's frame or rejection unchanged.
+    [frame] = FrameDecoder(CONNECTOR_FRAMES, codec=codec).feed(line + b"\n")
+    [got] = FrameDecoder(CONNECTOR_FRAMES, codec=codec).feed_with_success_ids(line + b"\n")
+    if isinstance(got, str):
+        assert frame == OutboundResult(got, {"success": True})
+        assert repr(frame.result) == "{'success': True}"  # True, not 1
+    else:
+        assert repr(got) == repr(frame)
+
+
+def test_success_ids_come_in_stream_order_among_other_frames() -> None:
+    plain = result(b"r1", b'{"success":true}}')
+    other = result(b"r2", b'{"success":false,"error":"no"}}')
+    data = b"\n".join([plain, other, b"[]", plain.replace(b"r1", b"r3")]) + b"\n"
+    decoder = FrameDecoder(CONNECTOR_FRAMES)
+    got = decoder.feed_with_success_ids(data[:50]) + decoder.feed_with_success_ids(data[50:])
+    assert got[0] == "r1" and got[3] == "r3"
+    assert got[1] == OutboundResult("r2", {"success": False, "error": "no"})
+    assert isinstance(got[2], RejectedFrame)
+
+
 def test_a_registry_without_results_rejects_them_as_before() -> None:
     # The gateway's own frames (what a connector decodes) have no outbound_result.
-    [frame] = FrameDecoder(GATEWAY_FRAMES).feed(result(b"r1", b'{"success":true}}') + b"\n")
+    line = result(b"r1", b'{"success":true}}') + b"\n"
+    [frame] = FrameDecoder(GATEWAY_FRAMES).feed(line)
     assert isinstance(frame, RejectedFrame)
+    assert FrameDecoder(GATEWAY_FRAMES).feed_with_success_ids(line) == [frame]
     assert frame.reason == "unknown type 'outbound_result'"
 
 

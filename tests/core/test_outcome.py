@@ -161,3 +161,10 @@ def test_egress_declined_never_when_ambiguous() -> None:
     assert not outcome.egress_declined
     assert not _outcome.timed_out(1, written=True).egress_declined
     assert not _outcome.connection_lost("reset").egress_declined
+
+
+def test_plain_success_is_the_answer_success_true_with_a_result_of_its_own() -> None:
+    first, second = _outcome.plain_success(), _outcome.plain_success()
+    assert first == second == Outcome.answered({"success": True})
+    assert repr(first) == repr(Outcome.answered({"success": True}))
+    assert first.result is not second.result

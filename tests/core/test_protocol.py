@@ -16,6 +16,7 @@ import pytest
 
 from trio_relay._core.config import Identity
 from trio_relay._core.frames import InboundFrame, InterruptInbound, PassthroughFrame
+from trio_relay._core.outcome import Outcome
 from trio_relay._core.protocol import (
     AllDescriptors,
     IdleAcked,
@@ -156,6 +157,60 @@ def test_a_result_settles_only_a_written_request(
         assert protocol.requests == {}
     else:
         assert req.outcome is None and protocol.requests == {"r1": req}
+
+
+def test_a_plain_success_is_the_outcome_the_connector_answered() -> None:
+    # Read by its bytes, made at the first read of Request.outcome: the same outcome as
+    # the full decode of any other spelling of it, with a result of each request's own.
+    protocol, _ = connected("slack")
+    plain = [request(protocol, f"r{i}") for i in range(2)]
+    spaced = request(protocol, "r2")
+    events = protocol.receive(
+        b'{"type":"outbound_result","requestId":"r0","result":{"success":true}}\n'
+        b'{"type":"outbound_result","requestId":"r1","result":{"success":true}}\n'
+        b'{"type": "outbound_result", "requestId": "r2", "result": {"success": true}}\n'
+    )
+    assert events == [*plain, spaced]
+    outcomes = [req.outcome for req in (*plain, spaced)]
+    assert outcomes[0] == outcomes[1] == outcomes[2] == Outcome.answered({"success": True})
+    assert repr(outcomes[0]) == repr(outcomes[2])
+    assert outcomes[0] is not outcomes[1] and outcomes[0].result is not outcomes[1].result
+    assert plain[0].outcome is outcomes[0]  # made once: every read is the same outcome
+    assert all(req.state is RequestState.SETTLED for req in (*plain, spaced))
+
+
+def test_a_plain_success_for_a_request_not_yet_sent_is_rejected() -> None:
+    protocol, stats = connected("slack")
+    req = request(protocol, "r1", written=False)
+    line = b'{"type":"outbound_result","requestId":"r1","result":{"success":true}}\n'
+    assert protocol.receive(line) == []
+    assert req.outcome is None and stats.frames_rejected == 1
+
+
+def test_settling_plain_successes_allocates_nothing_per_result() -> None:
+    """The reader makes no object per plain success that lives on until its caller runs
+    (the outcome is made by the caller, at its first read of Request.outcome): with
+    hundreds in flight, an outcome per result waiting for its caller kept CPython's
+    young collection running every ~250 requests for nothing (bench throughput, 256
+    requesters: 4.0 collections per 1,000 requests, 0.1 without)."""
+    protocol, _ = connected("slack")
+    reqs = [request(protocol, f"{i:016x}") for i in range(256)]
+    payload = b"".join(
+        b'{"type":"outbound_result","requestId":"%016x","result":{"success":true}}\n' % i
+        for i in range(256)
+    )
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        events = protocol.receive(payload)
+        # (gc.get_count: objects the collector tracks, made minus freed since the last
+        # collection; the few here are the message's lists, not one per result.)
+        made = gc.get_count()[0] - before
+    finally:
+        gc.enable()
+    assert events == reqs
+    assert made < 16, f"{made} tracked objects made for 256 results"
 
 
 @pytest.mark.parametrize("how", ["answered", "abandoned", "unknown"])

@@ -103,6 +103,19 @@ _set_code = Outcome.__dict__["code"].__set__
 _set_result = Outcome.__dict__["result"].__set__
 
 
+def plain_success() -> Outcome:
+    """``Outcome.answered({"success": True})``: the connector's usual answer, made
+    without reading the result back (the decoder recognised it by its bytes). A fresh
+    ``result`` each time: the caller owns it, and may change it."""
+    outcome = _new(Outcome)
+    _set_success(outcome, True)
+    _set_ambiguous(outcome, False)
+    _set_error(outcome, None)
+    _set_code(outcome, None)
+    _set_result(outcome, {"success": True})
+    return outcome
+
+
 def closing() -> Outcome:
     return Outcome.definite(CLOSING, "the relay is closing; nothing was sent")
 

@@ -51,6 +51,7 @@ from .descriptor import Descriptor, shared
 from .frames import (
     CONNECTOR_FRAMES,
     DescriptorFrame,
+    Frame,
     FrameError,
     GoingIdle,
     GoingIdleAck,
@@ -62,6 +63,7 @@ from .frames import (
     PassthroughFrame,
 )
 from .outcome import Outcome
+from .outcome import plain_success as _plain_success
 from .request_ids import RequestIds
 from .stats import RelayStats
 
@@ -107,13 +109,13 @@ class Request:
     # No __dict__, and plain attributes rather than one state field: this object is
     # made, read and settled once per request on the hot path.
     __slots__ = (
+        "_outcome",
         "abandoned",
         "deadline",
         "group",
         "handle",
         "line",
         "may_have_left",
-        "outcome",
         "request_id",
         "timeout",
     )
@@ -129,10 +131,28 @@ class Request:
         self.abandoned = False
         """Settled (it has its outcome) or given up by its caller: the writer skips it,
         and nothing settles it again."""
-        self.outcome: Outcome | None = None
+        self._outcome: Outcome | None = None
         self.handle: Any = None
         self.group: deque[Request] | None = None
         """Its deadline group (see :meth:`RelayProtocol.expire`)."""
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """How the request ended; None until the protocol settles it.
+
+        A plain success is made here, at the first read (by the caller, once woken),
+        not by the reader that saw the result: an outcome made by the reader lives until
+        its caller runs, and with 256 requests in flight those outcomes alone kept
+        CPython's young collection running every ~250 requests (4.0 per 1,000 against
+        0.1 without them, ``bench throughput``), with nothing to collect."""
+        outcome = self._outcome
+        if outcome is _PLAIN_SUCCESS:
+            outcome = self._outcome = _plain_success()
+        return outcome
+
+    @outcome.setter
+    def outcome(self, outcome: Outcome | None) -> None:
+        self._outcome = outcome
 
     @property
     def state(self) -> RequestState:
@@ -182,6 +202,10 @@ Event = (
     | InterruptInbound
 )
 """What :meth:`RelayProtocol.receive` returns, in the order the frames came."""
+
+_PLAIN_SUCCESS: Final = Outcome(success=True, result={"success": True})
+"""Stands in :attr:`Request._outcome` for a plain success not yet read; never handed
+out (:attr:`Request.outcome` makes each caller its own)."""
 
 _ALL_DESCRIPTORS: Final = AllDescriptors()
 _IDLE_ACKED: Final = IdleAcked()
@@ -399,47 +423,63 @@ class RelayProtocol:
         events: list[Event] = []
         stats = self._stats
         requests = self.requests
-        for frame in self._decoder.feed(payload):
-            if type(frame) is OutboundResult:  # the hot path: replies
-                request = requests.get(frame.request_id)
-                if request is None:
-                    stats.frames_received += 1  # late (settled already) or unknown: ignored
-                elif request.may_have_left:
-                    stats.frames_received += 1
-                    del requests[frame.request_id]
-                    request.outcome = Outcome.answered(frame.result)
-                    request.abandoned = True
-                    events.append(request)
-                    group = request.group
-                    if group is not None:
-                        # Results mostly come back in order: dropping settled heads
-                        # keeps the groups about as long as the requests in flight.
-                        while group and group[0].abandoned:
-                            group.popleft()
-                else:
-                    self._reject("a result for a request not yet sent", frame)
-            elif type(frame) is RejectedFrame:
-                stats.frames_rejected += 1
-                logger.warning(
-                    "skipped a bad frame from the connector: %s (%r)",
-                    frame.reason,
-                    frame.sample,
-                    extra={"cause": frame.reason},
-                )
+        for frame in self._decoder.feed_with_success_ids(payload):
+            # The hot path: replies. A plain success comes as its request id alone, its
+            # result made fresh with the outcome.
+            if isinstance(frame, str):
+                request_id, result = frame, None
+            elif type(frame) is OutboundResult:
+                request_id, result = frame.request_id, frame.result
             else:
+                self._other_frame(frame, events)
+                continue
+            request = requests.get(request_id)
+            if request is None:
+                stats.frames_received += 1  # late (settled already) or unknown: ignored
+            elif request.may_have_left:
                 stats.frames_received += 1
-                if isinstance(frame, (InboundFrame, PassthroughFrame, InterruptInbound)):
-                    events.append(frame)
-                elif type(frame) is DescriptorFrame:
-                    self._descriptor(frame, events)
-                elif type(frame) is GoingIdleAck:
-                    if self._idle_asked and not self.idle_acked:
-                        self.idle_acked = True
-                        events.append(_IDLE_ACKED)
-                    # an ack we never asked for changes nothing
-                else:  # the registry holds connector frames only
-                    raise AssertionError(f"unhandled frame {frame!r}")
+                del requests[request_id]
+                # (A plain success is made by its caller: see Request.outcome.)
+                request._outcome = _PLAIN_SUCCESS if result is None else Outcome.answered(result)
+                request.abandoned = True
+                events.append(request)
+                group = request.group
+                if group is not None:
+                    # Results mostly come back in order: dropping settled heads keeps
+                    # the groups about as long as the requests in flight.
+                    while group and group[0].abandoned:
+                        group.popleft()
+            else:
+                self._reject(
+                    "a result for a request not yet sent",
+                    OutboundResult(request_id, {"success": True} if result is None else result),
+                )
         return events
+
+    def _other_frame(self, frame: Frame | RejectedFrame, events: list[Event]) -> None:
+        """Every frame but a result: counted, and what it means added to ``events``."""
+        stats = self._stats
+        if type(frame) is RejectedFrame:
+            stats.frames_rejected += 1
+            logger.warning(
+                "skipped a bad frame from the connector: %s (%r)",
+                frame.reason,
+                frame.sample,
+                extra={"cause": frame.reason},
+            )
+            return
+        stats.frames_received += 1
+        if isinstance(frame, (InboundFrame, PassthroughFrame, InterruptInbound)):
+            events.append(frame)
+        elif type(frame) is DescriptorFrame:
+            self._descriptor(frame, events)
+        elif type(frame) is GoingIdleAck:
+            if self._idle_asked and not self.idle_acked:
+                self.idle_acked = True
+                events.append(_IDLE_ACKED)
+            # an ack we never asked for changes nothing
+        else:  # the registry holds connector frames only
+            raise AssertionError(f"unhandled frame {frame!r}")
 
     def _descriptor(self, frame: DescriptorFrame, events: list[Event]) -> None:
         try:

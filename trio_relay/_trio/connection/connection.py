@@ -254,7 +254,7 @@ class Connection:
     # --- requests --------------------------------------------------------------------
 
     def submit(
-        self, request_id: str, line: bytes, deadline: float, timeout: float
+        self, request_id: str, line: bytes, deadline: float, timeout: float, now: float
     ) -> Request | Outcome:
         """Send one ``outbound`` line (now, or queued for the writer) and track it: the
         :class:`Request` whose outcome the protocol will set (its result, its deadline
@@ -264,7 +264,8 @@ class Connection:
         The caller waits for the outcome in its own frame, as :func:`wake` expects
         (:meth:`Relay.request`: one coroutine level fewer on every resume of a waiting
         task, and one frame fewer held per request in flight), and calls
-        :meth:`withdraw` if it is cancelled meanwhile."""
+        :meth:`withdraw` if it is cancelled meanwhile. ``now``: Trio's clock as the
+        caller read it for ``deadline`` (one read per request)."""
         if not self.is_open:
             return _outcome.write_failed("connection already ended")
         request = Request(request_id, line, deadline, timeout)
@@ -276,7 +277,7 @@ class Connection:
         )
         if not direct and not self.outbox.put(request):
             return _outcome.queue_full(self._settings.max_queued_frames)
-        self.protocol.add(request, trio.current_time())
+        self.protocol.add(request, now)
         sleep = self._timer_sleep
         if sleep is not None and deadline < sleep.deadline:
             sleep.deadline = deadline
