@@ -76,6 +76,10 @@ happen in that state (the lifecycle raises: a bug of ours, not the network's).""
 
 def reachable(state: State) -> frozenset[State]:
     """Every state the relay can still reach from ``state``, itself included."""
+    return _REACHABLE[state]
+
+
+def _reachable_from(state: State) -> frozenset[State]:
     seen = {state}
     todo = [state]
     while todo:
@@ -84,6 +88,11 @@ def reachable(state: State) -> frozenset[State]:
                 seen.add(nxt)
                 todo.append(nxt)
     return frozenset(seen)
+
+
+_REACHABLE = {state: _reachable_from(state) for state in State}
+"""Walked once: every ``wait_state`` asks at each change of state (a redial's
+``wait_connected`` among them), and the table never changes."""
 
 
 @dataclass(frozen=True, slots=True)

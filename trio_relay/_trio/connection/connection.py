@@ -53,6 +53,8 @@ logger = logging.getLogger("trio_relay")
 
 READER_TASK = f"{__name__}.Connection._reader"
 """The reader's task name, made once (trio formats a new string per task otherwise)."""
+WRITER_TASK = f"{__name__}.Connection._writer"
+"""The writer's, likewise: it is started once per burst."""
 
 LARGE_FRAME_BYTES = 4096
 """A request at least this large writes itself on an idle socket even in a burst: its
@@ -512,7 +514,7 @@ class Connection:
     def _start_writer(self) -> None:
         if not self._writer_running and self.is_open:
             self._writer_running = True
-            self._nursery.start_soon(self._writer)
+            self._nursery.start_soon(self._writer, name=WRITER_TASK)
 
     async def _writer(self) -> None:
         """Write what is queued, in as few messages and writes as the limits allow;
