@@ -28,9 +28,9 @@ some exponents differently, ``1e-7`` for ``1e-07``; no subclass, no ``Enum``, ``
 or ``bytes``, which msgspec would encode and the standard library refuses).
 
 **Results.** A plain success in the connector's usual spelling is read by its bytes,
-without decoding (:meth:`FrameDecoder._result`): two thirds of a full decode's cost, or
-a little over half on the pure path, for the same frame. Any other line takes the full
-path.
+without decoding (:meth:`FrameDecoder.feed_with_success_ids`, which hands the protocol
+its request id alone): about half a full decode's cost, for the same meaning. Any other
+line takes the full path.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from .frames import Frame, FrameError, OutboundResult, outbound_result
 
@@ -208,19 +208,26 @@ class FrameDecoder:
 
     def feed(self, payload: str | bytes) -> list[Frame | RejectedFrame]:
         """Decode one WebSocket message's payload; returns the frames it completed."""
-        return cast(list[Frame | RejectedFrame], self._decode(payload, success_ids=False))
+        return [
+            outbound_result(item, {"success": True}) if isinstance(item, str) else item
+            for item in self.feed_with_success_ids(payload)
+        ]
 
     def feed_with_success_ids(self, payload: str | bytes) -> list[Frame | RejectedFrame | str]:
-        """:meth:`feed`, but a plain success (see :meth:`_result`) comes out as its request
-        id, a ``str``, instead of an :class:`OutboundResult` of ``{"success": True}``:
-        the protocol settles the request from the id alone, so that frame would be an
-        object made and dropped on every reply. Every other frame is as :meth:`feed`
-        makes it."""
-        return self._decode(payload, success_ids=self._takes_results)
+        """:meth:`feed`, but a plain success comes out as its request id, a ``str``,
+        instead of an :class:`OutboundResult` of ``{"success": True}``: the protocol
+        settles the request from the id alone, so that frame would be an object made and
+        dropped on every reply. Every other frame is as :meth:`feed` makes it.
 
-    def _decode(
-        self, payload: str | bytes, *, success_ids: bool
-    ) -> list[Frame | RejectedFrame | str]:
+        A plain success is ``{"type":"outbound_result","requestId":"ID","result":
+        {"success":true}}`` in exactly that spelling, with an ID of ASCII letters and
+        digits (the ids we send are hex): it means exactly what the full decode makes of
+        it, so it is read by its bytes, not decoded: 0.74 us a line, 1.12 through
+        :meth:`feed` (which makes the frame), against 2.2 for the full decode with
+        msgspec and 2.6 with the pure codec (256 a message, best of 15). Only the plain
+        success: decoding another result's object alone with msgspec was no faster than
+        decoding the whole line, and the attempt cost the pure path 0.3 us a line, so any
+        other result goes the full way after two comparisons and no copy."""
         data = (
             payload.encode("utf-8", errors="surrogatepass")
             if isinstance(payload, str)
@@ -228,6 +235,7 @@ class FrameDecoder:
         )
         out: list[Frame | RejectedFrame | str] = []
         append, parse, find = out.append, self._parse, data.find
+        takes_results = self._takes_results
         start = 0
         while (end := find(b"\n", start)) >= 0:
             if self._oversized_sample is not None:
@@ -239,14 +247,13 @@ class FrameDecoder:
                 if len(line) > self._max_line_bytes:
                     append(self._oversized(_sample(line)))
                 elif (
-                    success_ids
+                    takes_results
                     and line.startswith(_RESULT_HEAD)
                     and line.endswith(_SUCCESS_TAIL)
+                    # (bytes.isalnum: ASCII only; false when empty)
                     and (request_id := line[_ID_AT : len(line) - _TAIL_LEN]).isalnum()
                 ):
-                    # _result's test, inline: no call and no frame per reply (0.78 against
-                    # 1.42 us a line through feed, 256 plain successes, best of 15).
-                    append(request_id.decode("ascii"))
+                    append(request_id.decode("ascii"))  # a plain success (see above)
                 elif line and not line.isspace():  # (strip()'s test, without its copy)
                     append(parse(line))
             start = end + 1
@@ -263,10 +270,6 @@ class FrameDecoder:
         return RejectedFrame(f"line longer than {self._max_line_bytes} bytes", sample)
 
     def _parse(self, line: bytes) -> Frame | RejectedFrame:
-        if self._takes_results and line.startswith(_RESULT_HEAD):
-            result = self._result(line)
-            if result is not None:
-                return result
         fast = self._fast_loads
         obj = fast(line) if fast is not None else _MISSING
         if obj is _MISSING:
@@ -292,26 +295,6 @@ class FrameDecoder:
             return frame_cls.from_wire(obj)
         except FrameError as exc:
             return RejectedFrame(f"{frame_type}: {exc}", _text_sample(line))
-
-    def _result(self, line: bytes) -> OutboundResult | None:
-        """A plain success in the connector's usual spelling, read by its bytes; None for
-        any other line (the full path then decides).
-
-        ``{"type":"outbound_result","requestId":"ID","result":{"success":true}}`` with an
-        ID of ASCII letters and digits (the ids we send are hex) means exactly what the
-        full decode makes of it, so the frame is built without decoding: 0.93 against
-        1.57 us a line with msgspec, 1.90 with the pure codec (``FrameDecoder.feed``,
-        256 results a message, best of 7). Only the plain success: decoding another
-        result's object alone with msgspec was no faster than decoding the whole line,
-        and the attempt cost the pure path 0.3 us a line (2.38 against 2.08 us), so any
-        other result goes the full way after two comparisons and no copy.
-        """
-        if not line.endswith(_SUCCESS_TAIL):
-            return None
-        request_id = line[_ID_AT : len(line) - _TAIL_LEN]
-        if not request_id.isalnum():  # (bytes.isalnum: ASCII only; false when empty)
-            return None
-        return outbound_result(request_id.decode("ascii"), {"success": True})
 
 
 _RESULT_HEAD = b'{"type":"outbound_result","requestId":"'
