@@ -252,6 +252,39 @@ async def test_between_connections_requests_fail_at_once(
         assert waited.success
 
 
+async def test_a_request_that_waited_for_the_connection_expires_at_its_own_deadline(
+    connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The deadline groups sort a request by the time it has left when it is added: one
+    # that waited for the connection has less than its timeout. Pairs of waiters, the
+    # second with a later deadline but the same time left at its start; whichever of a
+    # pair is added first, each must time out at its own deadline, not its partner's.
+    connector.drop_results()
+    async with trio_relay.open_relay(connector.url, config=config()) as relay:
+        await relay.wait_connected(5)
+        await connector.stop()
+        await _until(lambda: relay.state is not trio_relay.State.CONNECTED)
+        start = trio.current_time()
+        ended: dict[str, float] = {}
+
+        async def wait_and_send(name: str, delay: float) -> None:
+            await trio.sleep(delay)
+            outcome = await relay.request(SEND, wait_connected=True, timeout=10)
+            assert outcome.code == "timeout" and outcome.ambiguous
+            ended[name] = trio.current_time() - start
+
+        async with trio.open_nursery() as nursery:
+            for pair in range(8):
+                nursery.start_soon(wait_and_send, f"{pair}a", 0.0)
+                nursery.start_soon(wait_and_send, f"{pair}b", 2.0)
+            await trio.sleep(4)
+            await connector.start()
+    assert len(ended) == 16
+    for pair in range(8):
+        assert ended[f"{pair}a"] == pytest.approx(10.0), ended
+        assert ended[f"{pair}b"] == pytest.approx(12.0), ended
+
+
 async def _until(predicate: Any) -> None:
     while not predicate():
         await trio.sleep(0.001)
