@@ -46,7 +46,7 @@ class ConnectionHooks:
     on_open: Callable[[Connection], None]
     """The socket is upgraded and its tasks run (acks may use it already)."""
     on_up: Callable[[Connection], None]
-    """The first descriptor arrived: requests may use it."""
+    """The first descriptor arrived: requests may use it (called by the reader)."""
     on_end: Callable[[Connection], None]
     """It ended (called by whichever task saw it first)."""
     on_inbound: InboundSink
@@ -114,13 +114,13 @@ async def serve_connection(
                 telemetry=telemetry,
                 stats=stats,
                 on_inbound=hooks.on_inbound,
+                on_up=hooks.on_up,
                 on_end=hooks.on_end,
             )
             conn.start()
             hooks.on_open(conn)
-            if await conn.handshake(identities, dial.handshake_timeout):
+            if await conn.handshake(identities, dial.handshake_timeout):  # (on_up called)
                 stats.missing_descriptors = []
-                hooks.on_up(conn)
                 if not conn.has_all_descriptors:
                     nursery.start_soon(
                         _watch_descriptors, conn, dial.handshake_timeout, stats, endpoint
