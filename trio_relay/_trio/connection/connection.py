@@ -7,7 +7,8 @@ what the end means for each request, when a request has timed out. A
 :class:`~trio_relay._trio.link.websocket.WebSocket`:
 
 - the **reader** (a task): socket bytes → WebSocket messages → ``protocol.receive`` →
-  wake the requests it settled, hand deliveries to the inbound pipeline;
+  wake the requests it settled, hand deliveries to the inbound pipeline, announce the
+  link up (``on_up``) as it reads the first descriptor;
 - the **writer** (a task started only when there is something to write that a request
   could not write itself, ending when the outbox is empty again): packs a burst into
   few messages and one write. A request writes directly when the socket takes bytes
@@ -21,7 +22,8 @@ An idle connection therefore runs two tasks, the reader and the serving task.
 
 The first task to see the link end calls :meth:`Connection.end`: the protocol settles
 every request open at that moment (ambiguous if its frame may have left, definite
-otherwise), they are woken, and the connection's nursery is cancelled. Requests are
+otherwise), they are woken, the sleeping timer is woken to return, and the connection's
+nursery is cancelled. Requests are
 bound to the socket they were written on: none can wait on a dead socket, and none can
 be answered by the next one.
 """
