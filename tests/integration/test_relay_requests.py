@@ -259,8 +259,11 @@ async def test_a_request_that_waited_for_the_connection_expires_at_its_own_deadl
     # that waited for the connection has less than its timeout. Pairs of waiters, the
     # second with a later deadline but the same time left at its start; whichever of a
     # pair is added first, each must time out at its own deadline, not its partner's.
+    # (Redials at most 0.5 s apart: the link is back by about t=4.5 whatever the jitter;
+    # with the default ladder a redial could come after the first deadline, at t=10.)
     connector.drop_results()
-    async with trio_relay.open_relay(connector.url, config=config()) as relay:
+    fast_redial = config(backoff_initial=0.5, backoff_max=0.5)
+    async with trio_relay.open_relay(connector.url, config=fast_redial) as relay:
         await relay.wait_connected(5)
         await connector.stop()
         await _until(lambda: relay.state is not trio_relay.State.CONNECTED)
