@@ -120,7 +120,6 @@ async def serve_connection(
             conn.start()
             hooks.on_open(conn)
             if await conn.handshake(identities, dial.handshake_timeout):  # (on_up called)
-                stats.missing_descriptors = []
                 if not conn.has_all_descriptors:
                     nursery.start_soon(
                         _watch_descriptors, conn, dial.handshake_timeout, stats, endpoint
