@@ -15,7 +15,9 @@ everything a real client must do per request, so its figure is a floor, not a ri
 - a plain non-blocking socket driven by ``trio.lowlevel.wait_readable`` and
   ``wait_writable`` (what ``trio.SocketStream`` does underneath, minus its checks).
 
-Use it only against :mod:`.fast_connector`.
+Use it only against the benchmarks' connectors: :mod:`.fast_connector` (``throughput``)
+and the reference connector with its controls (``inflight``), whose frames it reads
+without checking them.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ NAME = "Trio floor"
 
 _RESULT = b'{"type":"outbound_result","requestId":"'
 _SUCCESS = b'","result":{"success":true}}'
-_DESCRIPTOR = b'"type": "descriptor"'  # (the fast connector's json.dumps spacing)
+# Either connector's spacing: the fast one's json.dumps default, the reference one's compact.
+_DESCRIPTORS = (b'"type": "descriptor"', b'"type":"descriptor"')
 # Any valid key does: the server only checks that it is 16 bytes, base64-encoded.
 _UPGRADE = (
     "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
@@ -68,7 +71,8 @@ def _frame(payload: bytes) -> bytes:
 
 
 class FloorClient:
-    """See the module docstring. ``run`` dials once; the benchmark opens one per window."""
+    """See the module docstring. ``run`` dials, and dials again at once whenever the
+    connection ends (``bench inflight`` resets it every round)."""
 
     name = NAME
 
@@ -96,8 +100,10 @@ class FloorClient:
         return self._connected.is_set() and self._sock is not None
 
     async def wait_connected(self, timeout: float) -> None:
-        with trio.fail_after(timeout):
+        with trio.move_on_after(timeout):
             await self._connected.wait()
+            return
+        raise TimeoutError(f"{NAME}: not connected within {timeout:g} s")
 
     async def request(self, action: dict[str, Any], timeout: float) -> Reply:
         """Write one ``outbound`` and wait for its result (``timeout`` is not kept)."""
@@ -140,7 +146,15 @@ class FloorClient:
             trio.lowlevel.reschedule(writer)
 
     async def run(self) -> None:
-        """Dial, upgrade, hello; then read until the connection ends."""
+        """Dial, upgrade, hello, read until the connection ends; again, at once, forever."""
+        while True:
+            try:
+                await self._session()
+            except* OSError:  # (ConnectionError among them) the connection ended
+                pass
+            await trio.lowlevel.checkpoint()  # a cancelled run ends here, not in a dial
+
+    async def _session(self) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -167,9 +181,16 @@ class FloorClient:
             self._sock = None
             if self._connected.is_set():
                 self.drops += 1
+                self._connected = trio.Event()
+            # Every waiter is woken in this one loop, as the connection's end is seen:
+            # what any Trio client must do at a reset, and nothing more.
             pending, self._pending = self._pending, {}
             for task in pending.values():
                 trio.lowlevel.reschedule(task, Value(_ENDED))
+            self._writer = None  # (the writer task ended with the nursery)
+            self._queue.clear()
+            self._leftover = b""
+            self._burst = self._writing = False
             sock.close()
 
     async def _receive(self, sock: socket.socket) -> bytes:
@@ -213,7 +234,9 @@ class FloorClient:
                             reply = _SUCCEEDED if line.endswith(_SUCCESS) else _ENDED
                             reschedule(task, Value(reply))
                             settled += 1
-                    elif _DESCRIPTOR in line and not self._connected.is_set():
+                    elif not self._connected.is_set() and any(
+                        marker in line for marker in _DESCRIPTORS
+                    ):
                         self.connects += 1
                         self._connected.set()
             self._burst = settled > 1

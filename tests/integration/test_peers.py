@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import pytest
 import trio
+from trio_relay_benchmarks._backends import running
+from trio_relay_benchmarks.floor_client import FloorClient
 from trio_relay_benchmarks.peers import PEERS, open_peer
 
 from trio_relay.testing import open_connector
@@ -63,6 +65,36 @@ async def test_peer_in_flight_requests_end_ambiguous_and_it_redials(name: str) -
             for _ in range(5):
                 nursery.start_soon(requester)
             await connector.wait_outbound(5)
+            await connector.abort()
+
+        assert len(replies) == 5
+        assert all(not r.success and r.ambiguous for r in replies), replies
+        connector.release_results()
+        await connector.wait_session(2)
+        await client.wait_connected(10)
+        reply = await client.request({"op": "typing", "chat_id": "c"}, 10)
+        assert reply.success and not reply.ambiguous
+        assert client.connects == 2 and client.drops == 1
+
+
+async def test_floor_client_settles_in_flight_requests_ambiguous_and_redials() -> None:
+    """The Trio floor client (benchmarks/floor_client.py) is the floor of ``bench
+    inflight`` too, against the reference connector: it must see the reset, end every
+    waiter ambiguous in one go, and dial again on its own."""
+    async with open_connector() as connector, running(FloorClient(connector.url)) as client:
+        await client.wait_connected(10)
+        first = await client.request({"op": "typing", "chat_id": "c"}, 10)
+        assert first.success and not first.ambiguous
+        connector.withhold_results()
+        replies = []
+
+        async def requester() -> None:
+            replies.append(await client.request({"op": "typing", "chat_id": "c"}, 10))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(5):
+                nursery.start_soon(requester)
+            await connector.wait_outbound(6)
             await connector.abort()
 
         assert len(replies) == 5
