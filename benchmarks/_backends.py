@@ -80,6 +80,12 @@ class Reply:
     ambiguous: bool
 
 
+REPLIES = {(s, a): Reply(s, a) for s in (False, True) for a in (False, True)}
+"""Every reply there can be, made once: the clients' adapters hand these out rather
+than build one per request (0.4 us a request here, charged to no client; the floor
+client never built one)."""
+
+
 class Client(Protocol):
     """What the benchmarks see of a relay client."""
 
@@ -167,7 +173,7 @@ class _TrioClient:
 
     async def request(self, action: dict[str, Any], timeout: float) -> Reply:
         out = await self._relay.request(action, timeout=timeout)
-        return Reply(out.success, out.ambiguous)
+        return REPLIES[out.success, out.ambiguous]
 
 
 class TrioRelayBackend(Backend):
@@ -250,7 +256,7 @@ class _BaselineClient:
 
     async def request(self, action: dict[str, Any], timeout: float) -> Reply:
         out = await self._relay.request(action, timeout=timeout)
-        return Reply(out.success, out.ambiguous)
+        return REPLIES[out.success, out.ambiguous]
 
 
 class BaselineBackend(Backend):

@@ -32,7 +32,7 @@ from typing import Any
 import trio
 from outcome import Value
 
-from ._backends import Client, OnMessage, Overrides, Reply, TrioRelayBackend, running
+from ._backends import REPLIES, Client, OnMessage, Overrides, Reply, TrioRelayBackend, running
 
 __all__ = ["FLOOR_BACKEND", "FloorBackend", "FloorClient"]
 
@@ -49,8 +49,8 @@ _UPGRADE = (
 )
 _ID_AT = len(_RESULT)
 _READ_SIZE = 1 << 18
-_SUCCEEDED = Reply(True, False)
-_ENDED = Reply(False, True)
+_SUCCEEDED = REPLIES[True, False]
+_ENDED = REPLIES[False, True]
 # (an outcome can be unwrapped once: every wake-up builds its own, as trio_relay's do)
 
 
@@ -109,7 +109,7 @@ class FloorClient:
         """Write one ``outbound`` and wait for its result (``timeout`` is not kept)."""
         sock = self._sock
         if sock is None:
-            return Reply(False, False)
+            return REPLIES[False, False]
         cached = self._actions.get(id(action))
         if cached is None or cached[0] is not action:
             encoded = json.dumps(action, separators=(",", ":")).encode()

@@ -30,6 +30,7 @@ import trio
 from ._backends import (
     ACTION,
     BASELINE,
+    REPLIES,
     TRIO_RELAY,
     Backend,
     Client,
@@ -139,7 +140,7 @@ def harness_floor_ms(k: int) -> float:
     async def park(action: dict[str, Any], timeout: float) -> Reply:
         parked.append(trio.lowlevel.current_task())
         await trio.lowlevel.wait_task_rescheduled(_abort_succeeded)
-        return Reply(False, True)
+        return REPLIES[False, True]
 
     async def main() -> float:
         callers = _Callers(park)

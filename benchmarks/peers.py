@@ -33,7 +33,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.trio.client import ClientConnection
 from websockets.trio.client import connect as ws_connect
 
-from ._backends import Client, OnMessage, Overrides, Reply, TrioRelayBackend, running
+from ._backends import REPLIES, Client, OnMessage, Overrides, Reply, TrioRelayBackend, running
 
 __all__ = [
     "PEERS",
@@ -106,7 +106,7 @@ class PeerClient(abc.ABC):
     async def request(self, action: dict[str, Any], timeout: float) -> Reply:
         """Send one ``outbound`` and wait for its result."""
         if not self._connected:
-            return Reply(False, False)
+            return REPLIES[False, False]
         request_id = str(next(self._ids))
         waiter = _Waiter()
         self._pending[request_id] = waiter
@@ -116,13 +116,13 @@ class PeerClient(abc.ABC):
                     _line({"type": "outbound", "requestId": request_id, "action": action})
                 )
             except _SESSION_ENDS:
-                return Reply(False, False)
+                return REPLIES[False, False]
             with trio.move_on_after(timeout):
                 await waiter.event.wait()
             result = waiter.result
             if result is None:  # timed out, or the connection ended after the write
-                return Reply(False, True)
-            return Reply(bool(result.get("success")), False)
+                return REPLIES[False, True]
+            return REPLIES[bool(result.get("success")), False]
         finally:
             self._pending.pop(request_id, None)
 
