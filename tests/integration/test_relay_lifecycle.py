@@ -7,7 +7,10 @@ clock (every time below is mock time).
 
 from __future__ import annotations
 
+import gc
 import sys
+import types
+from pathlib import Path
 
 import pytest
 import trio
@@ -20,6 +23,7 @@ from relay_support import (
     timed,
 )
 
+import trio_relay
 from trio_relay import (
     MessageEvent,
     Outcome,
@@ -35,6 +39,7 @@ DEFAULTS = RelayConfig()
 CLOSE_BOUND = DEFAULTS.drain_timeout + DEFAULTS.close_timeout + 1
 IN_FLIGHT = 3
 HANG = 60
+PACKAGE_DIR = Path(trio_relay.__file__).parent
 """Bound on blocks that must end: under the autojump clock a hang would otherwise spin
 mock time (the pinger's deadlines) forever."""
 
@@ -135,6 +140,43 @@ async def test_leaving_the_block_closes_the_relay(
             await session.closed.wait()
         assert session.close_code == 1000
         assert relay.stats.dials == 1  # no redial after our own close
+
+
+async def test_an_open_relay_holds_no_suspended_generator_of_ours(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``open_relay`` is a class, not an ``@asynccontextmanager``: a generator would stay
+    suspended for the relay's life with every local of the setup (memory of each idle
+    relay, ``bench memory``)."""
+
+    def the_relay_s_generators() -> list[str]:
+        # (The reference connector, trio_relay.testing, is the test's, not the relay's.)
+        return [
+            obj.ag_code.co_qualname
+            for obj in gc.get_objects()
+            if isinstance(obj, types.AsyncGeneratorType)
+            and PACKAGE_DIR in Path(obj.ag_code.co_filename).parents
+            and PACKAGE_DIR / "testing" not in Path(obj.ag_code.co_filename).parents
+        ]
+
+    async with open_connector() as connector:
+        with trio.fail_after(HANG):
+            async with open_relay(connector.url) as relay:
+                await relay.wait_connected(5)
+                assert the_relay_s_generators() == []
+        assert relay.state is State.CLOSED
+
+
+async def test_one_open_relay_is_entered_once(autojump_clock: trio.testing.MockClock) -> None:
+    async with open_connector() as connector:
+        opening = open_relay(connector.url)
+        with trio.fail_after(HANG):
+            async with opening as relay:
+                await relay.wait_connected(5)
+            with pytest.raises(RuntimeError, match="entered once; call open_relay again"):
+                async with opening:
+                    pass
+        assert relay.state is State.CLOSED
 
 
 @pytest.mark.parametrize("connector_up", [True, False], ids=["connected", "connector-down"])
