@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import sys
 import types
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,13 @@ async def test_an_open_relay_holds_no_suspended_generator_of_ours(
                 await relay.wait_connected(5)
                 assert the_relay_s_generators() == []
         assert relay.state is State.CLOSED
+
+
+def test_open_relay_can_be_called_outside_a_trio_run() -> None:
+    # The relay is made at the entry, in the run (it reads Trio's clock): the call only
+    # keeps its arguments, wherever it is made.
+    opening = open_relay("ws://127.0.0.1:9/relay")
+    assert isinstance(opening, AbstractAsyncContextManager)
 
 
 async def test_one_open_relay_is_entered_once(autojump_clock: trio.testing.MockClock) -> None:

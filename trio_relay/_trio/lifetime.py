@@ -85,92 +85,13 @@ def open_relay(
     the first handshake (``POST /relay/policy``); a failure is logged as a warning and
     the relay runs on; an all-default policy is not sent.
     """
-    return _OpenRelay(
-        url,
-        identities,
-        auth,
-        on_message,
-        on_interrupt,
-        on_passthrough,
-        on_dead_letter,
-        config or RelayConfig(),
-        policy,
-    )
+    config = config or RelayConfig()
 
-
-# open_relay's arguments, held from the call until the relay is made at the entry.
-_Args = tuple[
-    str,
-    "Sequence[Identity] | None",
-    "UpgradeAuth | None",
-    "MessageHandler | Callable[[MessageEvent, Relay], Awaitable[None]] | None",
-    "InterruptHandler | Callable[[str, str, Relay], Awaitable[None]] | None",
-    "PassthroughHandler | Callable[[PassthroughForward, Relay], Awaitable[None]] | None",
-    "DeadLetterHandler | None",
-    RelayConfig,
-    "RelevancePolicy | None",
-]
-
-
-class _OpenRelay:
-    """One ``async with open_relay(...)``: the relay is made and its tasks started on
-    entry, shut down on exit (see :func:`open_relay`).
-
-    A class rather than an ``@asynccontextmanager`` generator: the generator stayed
-    suspended for the relay's whole life, holding every local of the setup, with
-    contextlib's wrapper and Trio's registration of each live async generator beside it;
-    this holds what the exit needs and nothing else (an idle relay: 22,000 -> 21,369
-    bytes, tracemalloc over 300; RSS 22.6 -> 22.0 KiB, ``bench memory``)."""
-
-    __slots__ = ("_args", "_config", "_late", "_nursery_manager", "_routes_http")
-
-    def __init__(
-        self,
-        url: str,
-        identities: Sequence[Identity] | None,
-        auth: UpgradeAuth | None,
-        on_message: MessageHandler | Callable[[MessageEvent, Relay], Awaitable[None]] | None,
-        on_interrupt: InterruptHandler | Callable[[str, str, Relay], Awaitable[None]] | None,
-        on_passthrough: PassthroughHandler
-        | Callable[[PassthroughForward, Relay], Awaitable[None]]
-        | None,
-        on_dead_letter: DeadLetterHandler | None,
-        config: RelayConfig,
-        policy: RelevancePolicy | None,
-    ) -> None:
-        self._args: _Args | None = (
-            url,
-            identities,
-            auth,
-            on_message,
-            on_interrupt,
-            on_passthrough,
-            on_dead_letter,
-            config,
-            policy,
-        )
-        self._config = config
-        self._late = _Late()
-        self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
-        self._routes_http: ConnectorHttp | None = None
-
-    async def __aenter__(self) -> Relay:
-        if self._args is None:
-            raise RuntimeError("an open_relay(...) can be entered once; call open_relay again")
-        (
-            url,
-            identities,
-            auth,
-            on_message,
-            on_interrupt,
-            on_passthrough,
-            on_dead_letter,
-            config,
-            policy,
-        ) = self._args
-        self._args = None  # (the setup's inputs are not held for the relay's life)
+    def make() -> tuple[_Late, InboundPipeline, ConnectorHttp]:
+        # At the entry, in the Trio run (the relay reads its clock as it is made), from
+        # the arguments given here: the parts in order, each given the ones it uses.
         stats = RelayStats()
-        late = self._late
+        late = _Late()
         name = (
             auth.gateway_id if auth is not None else Endpoint.from_url(normalize_url(url)).host
         )
@@ -181,9 +102,7 @@ class _OpenRelay:
         mint = token_minter(auth, config.wall_clock)  # a fresh token per dial and route call
         # The connector's HTTP routes (media, policy), minting a fresh token per request.
         routes = RoutesSettings.from_config(config)
-        routes_http = self._routes_http = ConnectorHttp(
-            ConnectorRoutes.from_relay_url(url), mint, routes, name
-        )
+        routes_http = ConnectorHttp(ConnectorRoutes.from_relay_url(url), mint, routes, name)
         media = RelayMedia(routes_http, routes)
         # Handlers may take the relay as one more argument (``async def on_message(event,
         # relay)``); decided once, here, from the user's own signature, before any
@@ -217,6 +136,45 @@ class _OpenRelay:
             telemetry=telemetry,
         )
         relay.media = media
+        return late, pipeline, routes_http
+
+    return _RelayRun(make, config, policy)
+
+
+class _RelayRun:
+    """What ``open_relay`` returns: the relay for the duration of one ``async with``
+    (made and its tasks started on entry, shut down on exit).
+
+    A class rather than an ``@asynccontextmanager`` generator: the generator stayed
+    suspended for the relay's whole life, holding every local of the setup, with
+    contextlib's wrapper and Trio's registration of each live async generator beside it;
+    this holds what the exit needs and nothing else (an idle relay: 22,000 -> 21,369
+    bytes, tracemalloc over 300; RSS 22.6 -> 22.0 KiB, ``bench memory``)."""
+
+    __slots__ = ("_config", "_late", "_make", "_nursery_manager", "_policy", "_routes_http")
+
+    def __init__(
+        self,
+        make: Callable[[], tuple[_Late, InboundPipeline, ConnectorHttp]],
+        config: RelayConfig,
+        policy: RelevancePolicy | None,
+    ) -> None:
+        self._make: Callable[[], tuple[_Late, InboundPipeline, ConnectorHttp]] | None = make
+        self._config = config
+        self._policy = policy
+        self._late: _Late | None = None
+        self._routes_http: ConnectorHttp | None = None
+        self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
+
+    async def __aenter__(self) -> Relay:
+        make, config = self._make, self._config
+        if make is None:
+            raise RuntimeError("an open_relay(...) can be entered once; call open_relay again")
+        self._make = None  # (the arguments are not held for the relay's life)
+        late, pipeline, routes_http = make()
+        self._late, self._routes_http = late, routes_http
+        relay = late.relay
+        assert relay is not None
         manager = self._nursery_manager = trio.open_nursery()
         nursery = await manager.__aenter__()
         # Our tasks are shielded from a cancellation of the caller's scope until the
@@ -232,8 +190,8 @@ class _OpenRelay:
             else:
                 late.start_pipeline()  # a durable store is opened (and its keys loaded) now
             late.start_shielded(relay._supervisor.run, SUPERVISOR_TASK)
-            if policy is not None:
-                nursery.start_soon(declare_policy, relay, routes_http, policy)
+            if self._policy is not None:
+                nursery.start_soon(declare_policy, relay, routes_http, self._policy)
         except BaseException as exc:
             # Nothing above awaits: only a bug of ours gets here. Nothing has run that
             # needs a drain; what started is cancelled and the error leaves as raised.
@@ -253,8 +211,9 @@ class _OpenRelay:
         traceback: TracebackType | None,
     ) -> bool:
         late, config, routes_http = self._late, self._config, self._routes_http
+        assert late is not None and routes_http is not None
         relay, nursery = late.relay, late.nursery
-        assert relay is not None and nursery is not None and routes_http is not None
+        assert relay is not None and nursery is not None
         # What leaves the nursery's body: what the block raised, or what the shutdown
         # raised over it (chained to it: this runs while it is being handled).
         leaving = raised_in_block
@@ -285,9 +244,9 @@ class _OpenRelay:
         """Exit the relay's nursery with ``leaving`` (None: the body ended plainly) and
         mark the relay closed; what must leave ``open_relay``, if anything. A group the
         nursery raises is re-raised unless :func:`_as_raised` names what leaves instead."""
-        manager = self._nursery_manager
-        relay = self._late.relay
-        assert manager is not None and relay is not None
+        manager, late = self._nursery_manager, self._late
+        assert manager is not None and late is not None and late.relay is not None
+        relay = late.relay
         try:
             await manager.__aexit__(
                 None if leaving is None else type(leaving),
