@@ -9,7 +9,8 @@
      │                              (see connection/connection.py)
      └── inbound pipeline           handlers, never on the reader (see inbound/pipeline.py)
 
-The parts are made in order, each given the ones it uses: the token minter, the
+The parts are made on entering the ``async with`` (in the Trio run), in order, each
+given the ones it uses: the token minter, the
 connector's HTTP routes, the acks (where the pipeline's acks leave), the pipeline, the
 relay (which points the acks at each new connection).
 
