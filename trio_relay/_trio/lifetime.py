@@ -10,9 +10,9 @@
      └── inbound pipeline           handlers, never on the reader (see inbound/pipeline.py)
 
 The parts are made on entering the ``async with`` (in the Trio run), in order, each
-given the ones it uses: the token minter, the
-connector's HTTP routes, the acks (where the pipeline's acks leave), the pipeline, the
-relay (which points the acks at each new connection).
+given the ones it uses: the token minter, the connector's HTTP routes, the acks (where
+the pipeline's acks leave), the pipeline, the relay (which points the acks at each new
+connection).
 
 Leaving the ``async with`` block stops new requests, drains in-flight ones for at most
 ``drain_timeout``, closes the socket with 1000 and cancels the rest, so no task outlives
