@@ -35,6 +35,7 @@ from trio_relay_benchmarks._report import (
     thin,
 )
 from trio_relay_benchmarks.baseline import BaselineConfig, BaselineRelay
+from trio_relay_benchmarks.inflight import floor_verdict
 from trio_relay_benchmarks.run import BENCHMARKS, run_benchmarks
 
 from trio_relay.testing import netns
@@ -249,3 +250,15 @@ def test_targets_markdown_puts_each_figure_beside_its_target() -> None:
     assert "| x | fast | 2 ms | met |" in text
     assert "| x | faster | 2 ms | **missed** by 1 ms |" in text
     assert "mode `quick`" in text
+
+
+def test_inflight_floor_verdict_says_how_much_of_a_miss_is_the_floor() -> None:
+    # Met, or the floor client itself within the target: nothing to explain.
+    assert floor_verdict(1.05, 1.4, 0.75) == ""
+    assert floor_verdict(1.5, 1.05, 1.43) == ""
+    # The floor client over the target and trio_relay within the target of it.
+    below = floor_verdict(1.46, 1.37, 1.06)
+    assert below.startswith("below a floor:") and "1.37x the bare floor" in below
+    # The floor client over the target, trio_relay further still.
+    partly = floor_verdict(1.90, 1.22, 1.55)
+    assert partly.startswith("partly a floor:") and "trio_relay 1.55x that client" in partly
