@@ -579,6 +579,6 @@ class RelayProtocol:
         lost = _outcome.connection_lost(info.cause)
         unsent = _outcome.write_failed(f"connection ended before the write: {info.cause}")
         for request in settled:
-            request.outcome = lost if request.may_have_left else unsent
+            request._outcome = lost if request.may_have_left else unsent
             request.abandoned = True
         return settled

@@ -181,8 +181,13 @@ class Connection:
         if settled is None:
             return
         self._on_end(self)
+        # wake() inlined: a call less for each of the K requests settled at once.
         for request in settled:
-            wake(request)
+            task = request.handle
+            if task is not None:
+                request.handle = None
+                if task.custom_sleep_data is request:
+                    _reschedule(task)
         timer = self._timer_task
         if timer is not None and timer.custom_sleep_data is self:
             # Woken, the timer returns and the serving task leaves the connection's
