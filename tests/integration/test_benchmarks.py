@@ -35,7 +35,7 @@ from trio_relay_benchmarks._report import (
     thin,
 )
 from trio_relay_benchmarks.baseline import BaselineConfig, BaselineRelay
-from trio_relay_benchmarks.inflight import floor_verdict
+from trio_relay_benchmarks.inflight import floor_verdict, spread_verdict
 from trio_relay_benchmarks.run import BENCHMARKS, run_benchmarks
 
 from trio_relay.testing import netns
@@ -74,6 +74,10 @@ def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
         for row in result.rows:
             if "ambiguous" in row.label:
                 assert row.text_trio == row.text_base, row
+        # The spread targets say how much the machine's own speed varied meanwhile.
+        spreads = [t for t in result.targets if "spread of the rounds" in t.text]
+        assert len(spreads) == 2
+        assert all("the machine itself (a fixed Python loop)" in t.measured for t in spreads)
 
 
 def test_command_line_bench(tmp_path: Path) -> None:
@@ -262,3 +266,21 @@ def test_inflight_floor_verdict_says_how_much_of_a_miss_is_the_floor() -> None:
     # The floor client over the target, trio_relay further still.
     partly = floor_verdict(1.90, 1.22, 1.55)
     assert partly.startswith("partly a floor:") and "trio_relay 1.55x that client" in partly
+
+
+def test_inflight_spread_verdict_names_the_floors_that_varied_as_much() -> None:
+    # Met: nothing to explain.
+    assert spread_verdict(1.49, 2.0, 2.0) == ""
+    # Missed with both floors steady: a plain miss of ours.
+    assert spread_verdict(1.8, 1.2, 1.1) == ""
+    # Missed where the machine alone, or Trio's floor, varied as much.
+    both = spread_verdict(1.8, 1.9, 2.03)
+    assert both == (
+        "below a floor: the machine's own speed varied 2.03x and Trio's bare floor varied "
+        "1.90x over the same rounds"
+    )
+    machine_only = spread_verdict(1.8, 1.2, 1.6)
+    assert machine_only.endswith("the machine's own speed varied 1.60x over the same rounds")
+    assert spread_verdict(1.8, 1.7, 1.2) == (
+        "below a floor: Trio's bare floor varied 1.70x over the same rounds"
+    )
