@@ -16,9 +16,10 @@ no deadlines) through the same harness, rounds and connector as trio_relay: what
 client that settles K callers at a reset can reach here, and so the floor a target must
 stand on. Two rows say where a client's difference from the bare floor lies: its first
 outcome against the floor's (the floor only wakes the K; a client also sees the reset
-and settles them first), and its first-to-last against the floor's (running the K woken). Last, the **machine's own
-speed** (:func:`machine_probe_ms`, a fixed loop of pure Python timed before each bare floor):
-how much this machine alone varied over the same rounds, the floor a spread target stands on.
+and settles them first), and its first-to-last against the floor's (running the K woken).
+Last, the **machine's own speed** (:func:`machine_probe_ms`, a fixed loop of pure Python
+timed before each bare floor): how much this machine alone varied over the same rounds,
+the floor a spread target stands on.
 """
 
 from __future__ import annotations
