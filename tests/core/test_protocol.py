@@ -263,6 +263,56 @@ def test_the_end_settles_every_open_request_once_definite_or_ambiguous() -> None
     assert written.outcome.code == "connection_lost"
 
 
+def test_the_protocol_counts_every_outcome_it_settles_once() -> None:
+    protocol, stats = connected("slack")
+    plain = [request(protocol, f"ok{i}") for i in range(3)]
+    request(protocol, "refused")
+    request(protocol, "late", timeout=5.0)
+    request(protocol, "lost")
+    request(protocol, "unsent", written=False)
+    # Three plain successes in one message are counted as three.
+    protocol.receive(b"".join(result(r.request_id, success=True) for r in plain))
+    protocol.receive(result("refused", success=False, code="egress_declined"))
+    protocol.expire(5.0)
+    protocol.end("closed by peer")
+    assert stats.requests == {
+        "success": 3, "failed": 1, "timeout": 1, "connection_lost": 1, "write_failed": 1,
+    }
+    # Nothing settled twice is counted twice: a late result, a second end.
+    protocol.receive(result("ok0", success=True))
+    assert protocol.end("keepalive timeout") is None
+    assert sum(stats.requests.values()) == 7
+
+
+@pytest.mark.parametrize("how", ["result", "deadline", "end"])
+def test_a_caller_cancelled_after_its_request_settled_takes_its_count_back(how: str) -> None:
+    """The caller's cancellation and the request's settling in the same scheduler pass:
+    the count the protocol made as it settled is taken back when the caller abandons
+    the request, since that caller never has the outcome."""
+    protocol, stats = connected("slack")
+    req = request(protocol, "r1", timeout=5.0)
+    if how == "result":
+        protocol.receive(result("r1", success=True))
+    elif how == "deadline":
+        protocol.expire(5.0)
+    else:
+        protocol.end("closed by peer")
+    assert sum(stats.requests.values()) == 1
+    protocol.abandon(req)
+    assert sum(stats.requests.values()) == 0
+    protocol.abandon(req)  # (taken back once)
+    assert sum(stats.requests.values()) == 0
+
+
+def test_a_request_abandoned_before_it_settled_is_never_counted() -> None:
+    protocol, stats = connected("slack")
+    req = request(protocol, "r1")
+    protocol.abandon(req)
+    protocol.receive(result("r1", success=True))  # its late result: ignored
+    protocol.end("closed by peer")
+    assert sum(stats.requests.values()) == 0
+
+
 @pytest.mark.parametrize("in_flight", [True, False], ids=["in flight", "only cancelled"])
 def test_the_end_leaves_no_reference_cycle_for_the_garbage_collector(in_flight: bool) -> None:
     """A connection's requests are freed the moment nothing else holds them, by

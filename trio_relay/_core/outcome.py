@@ -103,6 +103,17 @@ _set_code = Outcome.__dict__["code"].__set__
 _set_result = Outcome.__dict__["result"].__set__
 
 
+def stats_label(outcome: Outcome) -> str:
+    """The key ``outcome`` is counted under in ``RelayStats.requests``: ``"success"``,
+    the gateway's own code (``"timeout"``, ``"connection_lost"``, ...), or ``"failed"``
+    for the connector's refusal (whose codes are the connector's, not a fixed set)."""
+    if outcome.success:
+        return "success"
+    if outcome.code in GATEWAY_CODES:
+        return outcome.code
+    return "failed"
+
+
 def plain_success() -> Outcome:
     """``Outcome.answered({"success": True})``: the connector's usual answer, made
     without reading the result back (the decoder recognised it by its bytes). A fresh

@@ -62,7 +62,7 @@ from .frames import (
     OutboundResult,
     PassthroughFrame,
 )
-from .outcome import Outcome
+from .outcome import Outcome, stats_label
 from .outcome import plain_success as _plain_success
 from .request_ids import RequestIds
 from .stats import RelayStats
@@ -370,7 +370,16 @@ class RelayProtocol:
 
     def abandon(self, request: Request) -> None:
         """The caller gave up (cancelled): settled without an outcome; a late result is
-        ignored and a frame still queued is never sent."""
+        ignored and a frame still queued is never sent.
+
+        A request this protocol settled already (its result, its deadline or the end
+        came between the caller's cancellation and its running again) was counted in
+        ``stats.requests`` then; its caller never has that outcome, so the count is
+        taken back: the stats count the outcomes callers got."""
+        settled = request._outcome
+        if settled is not None:
+            request._outcome = None
+            self._stats.requests[stats_label(settled)] -= 1
         request.abandoned = True
         self.requests.pop(request.request_id, None)
 
@@ -392,6 +401,7 @@ class RelayProtocol:
         if self._earliest > now:
             return []
         expired: list[Request] = []
+        counts = self._stats.requests
         earliest = math.inf
         for key, group in list(self._groups.items()):
             while group and (group[0].abandoned or group[0].deadline <= now):
@@ -399,9 +409,10 @@ class RelayProtocol:
                 if not request.abandoned:
                     self.requests.pop(request.request_id, None)
                     request.abandoned = True
-                    request.outcome = _outcome.timed_out(
+                    request._outcome = _outcome.timed_out(
                         request.timeout, written=request.may_have_left
                     )
+                    counts[_outcome.TIMEOUT] += 1
                     expired.append(request)
             if group:
                 earliest = min(earliest, group[0].deadline)
@@ -423,6 +434,7 @@ class RelayProtocol:
         events: list[Event] = []
         stats = self._stats
         requests = self.requests
+        successes = 0
         for frame in self._decoder.feed_with_success_ids(payload):
             # The hot path: replies. A plain success comes as its request id alone, its
             # result made fresh with the outcome.
@@ -440,7 +452,12 @@ class RelayProtocol:
                 stats.frames_received += 1
                 del requests[request_id]
                 # (A plain success is made by its caller: see Request.outcome.)
-                request._outcome = _PLAIN_SUCCESS if result is None else Outcome.answered(result)
+                if result is None:
+                    request._outcome = _PLAIN_SUCCESS
+                    successes += 1
+                else:
+                    request._outcome = answered = Outcome.answered(result)
+                    stats.requests[stats_label(answered)] += 1
                 request.abandoned = True
                 events.append(request)
                 group = request.group
@@ -454,6 +471,9 @@ class RelayProtocol:
                     "a result for a request not yet sent",
                     OutboundResult(request_id, {"success": True} if result is None else result),
                 )
+        if successes:
+            # Counted once per message: at 256 in flight one message settles dozens.
+            stats.requests["success"] += successes
         return events
 
     def _other_frame(self, frame: Frame | RejectedFrame, events: list[Event]) -> None:
@@ -578,7 +598,20 @@ class RelayProtocol:
         # requests must be settled in the moment the link is known dead.
         lost = _outcome.connection_lost(info.cause)
         unsent = _outcome.write_failed(f"connection ended before the write: {info.cause}")
+        written = 0
         for request in settled:
-            request._outcome = lost if request.may_have_left else unsent
+            if request.may_have_left:
+                request._outcome = lost
+                written += 1
+            else:
+                request._outcome = unsent
             request.abandoned = True
+        # Counted here for all, not by each of K callers as it runs (bench inflight,
+        # 10,000 in flight, 30 interleaved rounds: trio_relay 1.12-1.15x the Trio floor
+        # client with a count per caller, 1.05-1.11x with none).
+        counts = self._stats.requests
+        if written:
+            counts[_outcome.CONNECTION_LOST] += written
+        if written < len(settled):
+            counts[_outcome.WRITE_FAILED] += len(settled) - written
         return settled

@@ -31,7 +31,7 @@ from .._core.frames import Interrupt
 from .._core.health import Health, assess
 from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Lifecycle, RedialHold
-from .._core.outcome import Outcome
+from .._core.outcome import Outcome, stats_label
 from .._core.prompts import OptionSpec, PromptAnswer
 from .._core.protocol import encode_request
 from .._core.request_ids import RequestIds
@@ -301,7 +301,7 @@ class Relay:
         bot_id = None
         if routed is not None:
             if routed.refused is not None:
-                self.stats.requests[_outcome_label(routed.refused)] += 1
+                self.stats.requests[stats_label(routed.refused)] += 1
                 return routed.refused
             action, platform, bot_id = routed.action, routed.platform, routed.bot_id
         # (Encoded here, not in a helper: a call and a tuple less per request.)
@@ -354,10 +354,14 @@ class Relay:
                     raise
                 settled = submitted.outcome
                 assert settled is not None
-                outcome = settled
+                # Counted in stats.requests by the protocol as it settled the request
+                # (a connection's end counts all K of its requests at once).
+                if record is not None:
+                    record.settled(settled)
+                return settled
         else:
             outcome = ready  # a refusal: nothing is sent
-        self.stats.requests["success" if outcome.success else _outcome_label(outcome)] += 1
+        self.stats.requests["success" if outcome.success else stats_label(outcome)] += 1
         if record is not None:
             record.settled(outcome)
         return outcome
@@ -564,9 +568,3 @@ class Relay:
             self._states.publish(self._lifecycle.close())
 
 
-def _outcome_label(outcome: Outcome) -> str:
-    if outcome.success:
-        return "success"
-    if outcome.code in _outcome.GATEWAY_CODES:
-        return outcome.code
-    return "failed"  # the connector answered with a refusal
