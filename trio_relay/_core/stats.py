@@ -13,7 +13,9 @@ class RelayStats:
     ``drops`` counts ended connections by cause (``"closed by peer"``,
     ``"keepalive timeout"``, ...); ``requests`` counts finished requests by outcome
     (``"success"``, ``"failed"`` for a connector's refusal, or the gateway's own codes
-    such as ``"timeout"`` and ``"connection_lost"``).
+    such as ``"timeout"`` and ``"connection_lost"``): a request is counted as it is
+    settled, before its caller runs again, and a cancelled caller's request is not
+    counted.
     """
 
     dials: int = 0
