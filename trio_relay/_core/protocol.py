@@ -150,10 +150,6 @@ class Request:
             outcome = self._outcome = _plain_success()
         return outcome
 
-    @outcome.setter
-    def outcome(self, outcome: Outcome | None) -> None:
-        self._outcome = outcome
-
     @property
     def state(self) -> RequestState:
         if self.abandoned:

@@ -361,7 +361,7 @@ class Relay:
                 return settled
         else:
             outcome = ready  # a refusal: nothing is sent
-        self.stats.requests["success" if outcome.success else stats_label(outcome)] += 1
+        self.stats.requests[stats_label(outcome)] += 1  # (an outcome made here, never counted)
         if record is not None:
             record.settled(outcome)
         return outcome
