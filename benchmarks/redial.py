@@ -98,6 +98,8 @@ def run(ctx: Context) -> Result:
     # between ~4.6 and ~9.5 ms), and a slow phase that fell on one implementation's
     # round of 20 decided the p99 of its 200 drops (run Q of the fifth pass: five of
     # trio_relay's six slowest drops in two neighbouring stretches, 61-63 and 91-93).
+    # Finer rounds did not make the p99 steadier, though (0.91-1.44x the baseline's
+    # over six runs, 0.98-1.03x over the three before): see benchmarks/RESULTS.md.
     rounds = max(1, min(ctx.pick(20, 4, 2), n_base_default))
     restarts = ctx.pick(5, 1, 1)
     healthy_rounds = ctx.pick(3, 1, 1)
