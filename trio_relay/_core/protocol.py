@@ -393,7 +393,7 @@ class RelayProtocol:
 
     def expire(self, now: float) -> list[Request]:
         """Settle every request whose deadline has passed (``timeout``, ambiguous if it
-        was written); returns them."""
+        was written), counted in ``stats.requests``; returns them."""
         if self._earliest > now:
             return []
         expired: list[Request] = []
@@ -562,8 +562,8 @@ class RelayProtocol:
     ) -> list[Request] | None:
         """The connection is over: settle every open request now — ambiguous
         (``connection_lost``) if it was written, definite (``write_failed``) if not —
-        and return them. Only the first call counts (its account is
-        :attr:`end_info`); later calls return None."""
+        and return them, counted in ``stats.requests``. Only the first call counts (its
+        account is :attr:`end_info`); later calls return None."""
         if self.end_info is not None:
             return None
         if self._closing is not None:
