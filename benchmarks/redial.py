@@ -121,15 +121,30 @@ def run(ctx: Context) -> Result:
         + restarts * len(restart_samples)
         + healthy_rounds * 3 * (1 if ctx.mode == "quick" else 2),
     )
+    # Each policy's rounds run as one block, so a zero-backoff session follows the other
+    # client's zero-backoff session or its own, half of the time each, for both clients.
+    # (Until issue 24's seventh pass the policies alternated within a round: trio_relay's
+    # zero-backoff sessions then always followed one of its own sessions and the
+    # baseline's half of the time followed its default, mostly idle, session; and a
+    # client runs its drops faster after its own session than after the other's:
+    # `after` below, reported as rows.)
+    after: dict[tuple[str, str], dict[bool, list[float]]] = {
+        key: {True: [], False: []} for key in plan
+    }
+    previous: str | None = None
     with ctx.connector() as proc:
-        for r in range(rounds):
-            for backend in alternate(r):
-                for policy in POLICIES:
+        for policy in POLICIES:
+            for r in range(rounds):
+                for backend in alternate(r):
                     key = (backend.name, policy)
                     done = len(samples[key])
                     kinds = [KINDS[(done + i) % len(KINDS)] for i in range(share[key][r])]
                     if kinds:
-                        samples[key] += _drops(ctx, backend, policy, proc, kinds)
+                        drops = _drops(ctx, backend, policy, proc, kinds)
+                        samples[key] += drops
+                        if previous is not None:  # the first session follows nothing
+                            after[key][previous == backend.name] += [ms for _, ms in drops]
+                        previous = backend.name
         for r in range(restarts):
             for backend in alternate(r):
                 for policy in POLICIES:
@@ -142,7 +157,7 @@ def run(ctx: Context) -> Result:
                     continue  # half a minute for figures no target is about
                 healthy[backend.name].append(healthy_round(ctx, backend, proc))
     ctx.progress.finish()
-    result = _result(samples, restart_samples)
+    result = _result(samples, restart_samples, after)
     _healthy_result(result, healthy, samples, *waits(ctx))
     if ctx.mode == "tiny":
         result.notes.append("tiny mode: healthy-link waits shortened; those figures mean nothing")
@@ -154,6 +169,7 @@ def run(ctx: Context) -> Result:
 def _result(
     samples: dict[tuple[str, str], list[tuple[str, float]]],
     restarts: dict[tuple[str, str], list[float]],
+    after: dict[tuple[str, str], dict[bool, list[float]]],
 ) -> Result:
     def ms(name: str, policy: str, kind: str | None = None) -> list[float]:
         return [v for k, v in samples[(name, policy)] if kind is None or k == kind]
@@ -184,6 +200,19 @@ def _result(
                     len(bk),
                 )
             )
+    policy = "zero backoff"
+    for own, label in ((True, "its own"), (False, "the other client's")):
+        tr, bl = after[("trio_relay", policy)][own], after[("baseline", policy)][own]
+        result.rows.append(
+            Row(
+                f"{policy}: p50 of the sessions that ran right after {label}",
+                "ms",
+                percentile(tr, 50),
+                percentile(bl, 50),
+                len(tr),
+                len(bl),
+            )
+        )
     for policy in POLICIES:
         tr, bl = restarts[("trio_relay", policy)], restarts[("baseline", policy)]
         for q, label in ((50, "p50"), (100, "max")):
