@@ -7,6 +7,11 @@ implementation runs with its default policy and with zero backoff; the second is
 the redial mechanism from the policy. Then a connector restart: every session reset,
 500 ms down, up again; timed from "up" to the first successful probe.
 
+Beside the two, with zero backoff, the Trio floor client (:mod:`.floor_client`: a bare
+socket, dialled again the moment the connection ends, no TLS, proxy or keepalive setup,
+no validation): the least a Trio client does to redial, so the zero-backoff targets
+against the asyncio baseline can be read against what Trio itself allows here.
+
 Last, the healthy-link scenario with every default untouched (:mod:`.redial_healthy`):
 a drop after the link was up for a while, a second drop 10 s later, and a connector
 restart after a healthy link, the figures issue 11's targets are about.
@@ -20,6 +25,7 @@ from ._backends import BASELINE, TRIO_RELAY, Backend, Client, Control, alternate
 from ._backends import run_session as session
 from ._context import Context
 from ._report import Result, Row, Target, percentile
+from .floor_client import FLOOR_BACKEND
 from .redial_healthy import (
     RESTART_DOWN,
     SECOND_DROP_AFTER,
@@ -33,6 +39,21 @@ KINDS = ("rst", "close 1011", "close 1001", "silent+close")
 SILENCE = 0.020
 HEALTHY_P50_MS = 5.0
 RESTART_MS = 250.0
+ZERO = "zero backoff"
+ZERO_RATIO = 1.0
+"""Issue 24: a zero-backoff redial at most this many times the baseline's, p50 and p99."""
+FLOOR_CLIENT = f"the {FLOOR_BACKEND.name} client"
+# The zero-backoff rounds run the three clients in every order, a permutation a round:
+# each client runs first, second and third equally often, and the last of one round is
+# the first of the next, so each also follows its own session as well as the others'.
+THREE_WAY: tuple[tuple[Backend, Backend, Backend], ...] = (
+    (TRIO_RELAY, BASELINE, FLOOR_BACKEND),
+    (FLOOR_BACKEND, TRIO_RELAY, BASELINE),
+    (BASELINE, FLOOR_BACKEND, TRIO_RELAY),
+    (TRIO_RELAY, FLOOR_BACKEND, BASELINE),
+    (BASELINE, TRIO_RELAY, FLOOR_BACKEND),
+    (FLOOR_BACKEND, BASELINE, TRIO_RELAY),
+)
 
 # Both keep the backoff ladder across young links (trio_relay: backoff_stable_after,
 # 5 s; baseline: reset_after, 60 s), so back-to-back drops would measure the ladder;
@@ -42,7 +63,7 @@ POLICIES: dict[str, dict[str, dict[str, Any]]] = {
         "trio_relay": {"backoff_stable_after": 0},
         "baseline": {"backoff_reset_after": 0},
     },
-    "zero backoff": {
+    ZERO: {
         "trio_relay": {"backoff_stable_after": 0, "backoff_first_delay": 0, "backoff_initial": 0},
         "baseline": {"backoff_reset_after": 0, "backoff_initial": 0},
     },
@@ -74,7 +95,13 @@ def _drops(
             ctx.progress.advance()
         return out
 
-    return session(backend, proc, POLICIES[policy][backend.name], body)
+    return session(backend, proc, POLICIES[policy].get(backend.name, {}), body)
+
+
+def _order(policy: str, round_index: int) -> tuple[Backend, ...]:
+    """The clients of one round: the floor client joins the zero-backoff rounds only (it
+    has no backoff policy, it dials again at once)."""
+    return THREE_WAY[round_index % len(THREE_WAY)] if policy == ZERO else alternate(round_index)
 
 
 def _restart(ctx: Context, backend: Backend, policy: str, proc: Any) -> float:
@@ -105,8 +132,9 @@ def run(ctx: Context) -> Result:
     healthy_rounds = ctx.pick(3, 1, 1)
     plan = {
         ("trio_relay", "default"): n,
-        ("trio_relay", "zero backoff"): n,
-        ("baseline", "zero backoff"): n,
+        ("trio_relay", ZERO): n,
+        ("baseline", ZERO): n,
+        (FLOOR_BACKEND.name, ZERO): n,
         ("baseline", "default"): n_base_default,
     }
     share = {key: _split(total, rounds) for key, total in plan.items()}
@@ -121,8 +149,8 @@ def run(ctx: Context) -> Result:
         + restarts * len(restart_samples)
         + healthy_rounds * 3 * (1 if ctx.mode == "quick" else 2),
     )
-    # Each policy's rounds run as one block, so a zero-backoff session follows the other
-    # client's zero-backoff session or its own, half of the time each, for both clients.
+    # Each policy's rounds run as one block, so a zero-backoff session follows another
+    # client's zero-backoff session or its own, for every client alike (THREE_WAY).
     # (Until issue 24's seventh pass the policies alternated within a round: trio_relay's
     # zero-backoff sessions then always followed one of its own sessions and the
     # baseline's half of the time followed its default, mostly idle, session; and a
@@ -135,7 +163,7 @@ def run(ctx: Context) -> Result:
     with ctx.connector() as proc:
         for policy in POLICIES:
             for r in range(rounds):
-                for backend in alternate(r):
+                for backend in _order(policy, r):
                     key = (backend.name, policy)
                     done = len(samples[key])
                     kinds = [KINDS[(done + i) % len(KINDS)] for i in range(share[key][r])]
@@ -200,17 +228,42 @@ def _result(
                     len(bk),
                 )
             )
-    policy = "zero backoff"
-    for own, label in ((True, "its own"), (False, "the other client's")):
-        tr, bl = after[("trio_relay", policy)][own], after[("baseline", policy)][own]
+    for own, label in ((True, "its own"), (False, "another client's")):
+        tr, bl = after[("trio_relay", ZERO)][own], after[("baseline", ZERO)][own]
         result.rows.append(
             Row(
-                f"{policy}: p50 of the sessions that ran right after {label}",
+                f"{ZERO}: p50 of the sessions that ran right after {label}",
                 "ms",
                 percentile(tr, 50),
                 percentile(bl, 50),
                 len(tr),
                 len(bl),
+            )
+        )
+    tr, bl, fl = ms("trio_relay", ZERO), ms("baseline", ZERO), ms(FLOOR_BACKEND.name, ZERO)
+    for q, label in ((50, "p50"), (90, "p90"), (99, "p99"), (100, "max")):
+        result.rows.append(
+            Row(
+                f"{ZERO}: {label} vs {FLOOR_CLIENT}",
+                "ms",
+                percentile(tr, q),
+                percentile(fl, q),
+                len(tr),
+                len(fl),
+            )
+        )
+    for q, label in ((50, "p50"), (99, "p99")):
+        ours, theirs, floor = percentile(tr, q), percentile(bl, q), percentile(fl, q)
+        ratio, floor_ratio, to_floor = ours / theirs, floor / theirs, ours / floor
+        met = ratio <= ZERO_RATIO
+        result.targets.append(
+            Target(
+                f"redial with zero backoff on both, {label} <= {ZERO_RATIO:g}x the baseline's",
+                f"{ratio:.2f}x ({ours:.2f} vs {theirs:.2f} ms, n = {len(tr)}/{len(bl)}); "
+                f"{FLOOR_CLIENT} {floor_ratio:.2f}x the baseline's ({floor:.2f} ms, "
+                f"n = {len(fl)}), trio_relay {to_floor:.2f}x that client",
+                met,
+                "" if met else redial_floor_verdict(floor_ratio, to_floor),
             )
         )
     for policy in POLICIES:
@@ -234,6 +287,9 @@ def _result(
         "0); the baseline always waits uniform [0.5, 1] s first, so it gets fewer samples",
         "zero backoff: trio_relay backoff_first_delay=0, backoff_initial=0; baseline "
         "backoff_initial=0",
+        f"rows 'vs {FLOOR_CLIENT}': benchmarks/floor_client.py, a bare socket dialled "
+        "again the moment the connection ends (no TLS, proxy or keepalive setup, no "
+        "validation), in the same zero-backoff rounds, the three in every order",
         f"silent+close: {SILENCE * 1000:.0f} ms of silence, then a 1000 close, timed from the "
         "close; restart: every session reset, listener down for "
         f"{RESTART_DOWN * 1000:.0f} ms, timed from 'up'",
@@ -244,12 +300,32 @@ def _result(
         policy: {b.name: b.config(POLICIES[policy][b.name]) for b in (TRIO_RELAY, BASELINE)}
         for policy in POLICIES
     }
+    result.configs[ZERO][FLOOR_BACKEND.name] = FLOOR_BACKEND.config({})
     result.samples = {
         "drops_ms": {f"{n} / {p}": v for (n, p), v in samples.items()},
         "restart_ms": {f"{n} / {p}": v for (n, p), v in restarts.items()},
     }
     result.cdf = {f"{n}, {p}": ms(n, p) for (n, p) in samples}
     return result
+
+
+def redial_floor_verdict(floor_ratio: float, to_floor: float) -> str:
+    """What a miss of "a zero-backoff redial within ZERO_RATIO of the baseline's" is, from
+    the floor client's ratio to the baseline and trio_relay's to that client (same
+    rounds): below a floor when the least a Trio client does to redial is over the
+    target already and trio_relay is within the target of it; partly a floor when that
+    client is over but trio_relay is further still; its own miss otherwise."""
+    if floor_ratio <= ZERO_RATIO:
+        return ""
+    if to_floor <= ZERO_RATIO:
+        return (
+            f"below a floor: {FLOOR_CLIENT}, the least a Trio client does to redial, is "
+            f"{floor_ratio:.2f}x the baseline's already"
+        )
+    return (
+        f"partly a floor: {FLOOR_CLIENT} is {floor_ratio:.2f}x the baseline's, trio_relay "
+        f"{to_floor:.2f}x that client"
+    )
 
 
 def _healthy_result(
@@ -319,6 +395,4 @@ def _healthy_result(
         f"reset {gap:g} s after the first, then {up:g} s up and a "
         f"connector restart (listener down {RESTART_DOWN * 1000:.0f} ms)"
     )
-    result.samples["healthy_ms"] = {
-        name: [vars(h) for h in hs] for name, hs in healthy.items()
-    }
+    result.samples["healthy_ms"] = {name: [vars(h) for h in hs] for name, hs in healthy.items()}

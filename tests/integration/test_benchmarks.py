@@ -36,6 +36,7 @@ from trio_relay_benchmarks._report import (
 )
 from trio_relay_benchmarks.baseline import BaselineConfig, BaselineRelay
 from trio_relay_benchmarks.inflight import floor_verdict, spread_verdict
+from trio_relay_benchmarks.redial import redial_floor_verdict
 from trio_relay_benchmarks.run import BENCHMARKS, run_benchmarks
 
 from trio_relay.testing import netns
@@ -89,6 +90,15 @@ def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
         assert sum(r.n_trio or 0 for r in after) == drops.n_trio
         assert sum(r.n_base or 0 for r in after) == drops.n_base
         assert all(r.n_trio and r.n_base for r in after), after
+        # The Trio floor client redialled in the same zero-backoff rounds, as many times,
+        # and both zero-backoff targets name its ratio to the baseline's.
+        [floor] = [
+            r for r in result.rows if r.label == "zero backoff: p50 vs the Trio floor client"
+        ]
+        assert floor.n_base == drops.n_trio and floor.base is not None and floor.base > 0
+        zero = [t for t in result.targets if "zero backoff on both" in t.text]
+        assert len(zero) == 2
+        assert all("the Trio floor client" in t.measured for t in zero), zero
 
 
 def test_command_line_bench(tmp_path: Path) -> None:
@@ -277,6 +287,17 @@ def test_inflight_floor_verdict_says_how_much_of_a_miss_is_the_floor() -> None:
     # The floor client over the target, trio_relay further still.
     partly = floor_verdict(1.90, 1.22, 1.55)
     assert partly.startswith("partly a floor:") and "trio_relay 1.55x that client" in partly
+
+
+def test_redial_floor_verdict_says_how_much_of_a_miss_is_the_floor() -> None:
+    # The floor client itself within the target: a miss is trio_relay's own.
+    assert redial_floor_verdict(0.95, 1.30) == ""
+    # The floor client over the target and trio_relay within the target of it.
+    below = redial_floor_verdict(1.12, 0.97)
+    assert below.startswith("below a floor:") and "1.12x the baseline's" in below
+    # The floor client over the target, trio_relay further still.
+    partly = redial_floor_verdict(1.05, 1.15)
+    assert partly.startswith("partly a floor:") and "trio_relay 1.15x that client" in partly
 
 
 def test_inflight_spread_verdict_names_the_floors_that_varied_as_much() -> None:
