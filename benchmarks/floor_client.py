@@ -1,5 +1,6 @@
-"""The Trio floor for ``throughput``: the least a Trio client can spend per request on
-this wire, so that a CPU target can be held against what no Trio client can pass.
+"""The Trio floor for ``throughput``, ``inflight`` and ``redial``: the least a Trio client
+can spend per request, per reset and per redial on this wire, so that a target can be
+held against what no Trio client can pass.
 
 It has trio_relay's shape and nothing else: one reader task that wakes the waiting
 callers, a request written straight to the socket when nobody is writing and queued for
@@ -16,8 +17,8 @@ everything a real client must do per request, so its figure is a floor, not a ri
   ``wait_writable`` (what ``trio.SocketStream`` does underneath, minus its checks).
 
 Use it only against the benchmarks' connectors: :mod:`.fast_connector` (``throughput``)
-and the reference connector with its controls (``inflight``), whose frames it reads
-without checking them.
+and the reference connector with its controls (``inflight``, ``redial``), whose frames
+it reads without checking them.
 """
 
 from __future__ import annotations
