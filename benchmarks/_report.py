@@ -19,6 +19,7 @@ __all__ = [
     "Result",
     "Row",
     "Target",
+    "floor_share",
     "machine_info",
     "percentile",
     "render",
@@ -52,6 +53,26 @@ def thin(samples: list[float], keep: int = 1000) -> list[float]:
 
 def median(samples: list[float]) -> float:
     return percentile(samples, 50)
+
+
+def floor_share(limit: float, floor_ratio: float, to_floor: float, floor: str, of: str) -> str:
+    """How much of a missed "at most ``limit`` times ``of``" target is a floor, from the
+    floor client's ratio to the same yardstick and trio_relay's ratio to that client
+    (same rounds): below a floor when the least a Trio client can do is over the target
+    already and trio_relay is within the target of it; partly a floor when that client
+    is over but trio_relay is further still; "" when the client is within the target,
+    and so the miss is trio_relay's own."""
+    if floor_ratio <= limit:
+        return ""
+    if to_floor <= limit:
+        return (
+            f"below a floor: {floor}, the least a Trio client can do here, is "
+            f"{floor_ratio:.2f}x {of} already"
+        )
+    return (
+        f"partly a floor: {floor} is {floor_ratio:.2f}x {of}, trio_relay {to_floor:.2f}x "
+        "that client"
+    )
 
 
 @dataclass

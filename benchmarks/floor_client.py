@@ -35,9 +35,11 @@ from outcome import Value
 
 from ._backends import REPLIES, Client, OnMessage, Overrides, Reply, TrioRelayBackend, running
 
-__all__ = ["FLOOR_BACKEND", "FloorBackend", "FloorClient"]
+__all__ = ["FLOOR_BACKEND", "FLOOR_CLIENT", "FloorBackend", "FloorClient"]
 
 NAME = "Trio floor"
+FLOOR_CLIENT = f"the {NAME} client"
+"""How reports name it."""
 
 _RESULT = b'{"type":"outbound_result","requestId":"'
 _SUCCESS = b'","result":{"success":true}}'

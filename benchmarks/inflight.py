@@ -46,13 +46,12 @@ from ._backends import (
 )
 from ._context import Context
 from ._control import ConnectorProcess
-from ._report import Result, Row, Target, median
-from .floor_client import FLOOR_BACKEND
+from ._report import Result, Row, Target, floor_share, median
+from .floor_client import FLOOR_BACKEND, FLOOR_CLIENT
 from .peers import PEER_BACKENDS
 
 PEER = next(b for b in PEER_BACKENDS if b.name == "websockets.trio")
 """The peer client measured beside them (benchmarks/peers.py): a Trio user's own."""
-FLOOR_CLIENT = f"the {FLOOR_BACKEND.name} client"
 
 SIZES = (10, 100, 1000, 10_000)
 TARGETS_MS = {1000: 5.0, 10_000: 40.0}
@@ -202,17 +201,9 @@ def floor_verdict(ratio: float, client_ratio: float, to_client: float) -> str:
     below a floor when the least a Trio client can do is over the target already and
     trio_relay is within the target of it; partly a floor when that client is over but
     trio_relay is further still; its own miss otherwise."""
-    if ratio <= FLOOR_RATIO or client_ratio <= FLOOR_RATIO:
+    if ratio <= FLOOR_RATIO:
         return ""
-    if to_client <= FLOOR_RATIO:
-        return (
-            f"below a floor: {FLOOR_CLIENT}, the least a Trio client can do here, is "
-            f"{client_ratio:.2f}x the bare floor already"
-        )
-    return (
-        f"partly a floor: {FLOOR_CLIENT} is {client_ratio:.2f}x the bare floor, trio_relay "
-        f"{to_client:.2f}x that client"
-    )
+    return floor_share(FLOOR_RATIO, client_ratio, to_client, FLOOR_CLIENT, "the bare floor")
 
 
 def spread_verdict(client: float, floor: float, machine: float) -> str:
@@ -460,7 +451,7 @@ def run(ctx: Context) -> Result:
         f"the machine's own speed: {PROBE_LOOPS:,} loops of integer addition in pure "
         "Python, timed just before each bare floor; its spread is how much this machine's "
         "speed alone varied over the rounds",
-        f"rows 'vs the {FLOOR_BACKEND.name} client': benchmarks/floor_client.py (one "
+        f"rows 'vs {FLOOR_CLIENT}': benchmarks/floor_client.py (one "
         "reader; at the reset every waiter rescheduled in one loop; no JSON, no deadlines) "
         "in the baseline column, same rounds, same harness; ratio = trio_relay / it",
         f"rows 'vs the {PEER.name} peer': that peer client (benchmarks/peers.py, one reader "

@@ -24,8 +24,8 @@ from typing import Any
 from ._backends import BASELINE, TRIO_RELAY, Backend, Client, Control, alternate, recover
 from ._backends import run_session as session
 from ._context import Context
-from ._report import Result, Row, Target, percentile
-from .floor_client import FLOOR_BACKEND
+from ._report import Result, Row, Target, floor_share, percentile
+from .floor_client import FLOOR_BACKEND, FLOOR_CLIENT
 from .redial_healthy import (
     RESTART_DOWN,
     SECOND_DROP_AFTER,
@@ -42,7 +42,6 @@ RESTART_MS = 250.0
 ZERO = "zero backoff"
 ZERO_RATIO = 1.0
 """Issue 24: a zero-backoff redial at most this many times the baseline's, p50 and p99."""
-FLOOR_CLIENT = f"the {FLOOR_BACKEND.name} client"
 # The zero-backoff rounds run the three clients in every order, a permutation a round:
 # each client runs first, second and third equally often, and the last of one round is
 # the first of the next, so each also follows its own session as well as the others'.
@@ -315,17 +314,7 @@ def redial_floor_verdict(floor_ratio: float, to_floor: float) -> str:
     rounds): below a floor when the least a Trio client does to redial is over the
     target already and trio_relay is within the target of it; partly a floor when that
     client is over but trio_relay is further still; its own miss otherwise."""
-    if floor_ratio <= ZERO_RATIO:
-        return ""
-    if to_floor <= ZERO_RATIO:
-        return (
-            f"below a floor: {FLOOR_CLIENT}, the least a Trio client does to redial, is "
-            f"{floor_ratio:.2f}x the baseline's already"
-        )
-    return (
-        f"partly a floor: {FLOOR_CLIENT} is {floor_ratio:.2f}x the baseline's, trio_relay "
-        f"{to_floor:.2f}x that client"
-    )
+    return floor_share(ZERO_RATIO, floor_ratio, to_floor, FLOOR_CLIENT, "the baseline's")
 
 
 def _healthy_result(

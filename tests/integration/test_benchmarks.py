@@ -82,7 +82,7 @@ def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
 
     if name == "redial":
         # Every zero-backoff drop (the first session of all is a default-policy one) is
-        # classed as following its own client's session or the other client's, and both
+        # classed as following its own client's session or another client's, and both
         # classes are seen for both clients: the policy blocks interleave the clients.
         [drops] = [r for r in result.rows if r.label == "zero backoff: p50"]
         after = [r for r in result.rows if "sessions that ran right after" in r.label]
