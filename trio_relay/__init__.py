@@ -1,7 +1,7 @@
 """trio_relay: the gateway side of a chat relay, on Trio.
 
 One long-lived WebSocket to a relay connector carries requests and replies and brings
-in chat events; every request ends in an honest :class:`Outcome` within bounded time
+in chat events; every request ends in an honest [`Outcome`][trio_relay.Outcome] within bounded time
 whatever the network does. See README.md for the guarantees.
 """
 

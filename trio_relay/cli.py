@@ -201,7 +201,7 @@ async def _probe(
 
 
 async def _first_attempt(relay: Relay, timeout: float) -> None:
-    """Return once connected; raise :class:`ProbeFailed` if the first attempt ends
+    """Return once connected; raise `ProbeFailed` if the first attempt ends
     otherwise (a failed dial, or a link that ends before its handshake) or times out."""
 
     async def first_end(cancel_scope: trio.CancelScope) -> None:

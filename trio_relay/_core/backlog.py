@@ -7,7 +7,7 @@ the next handshake. A *live* one exists nowhere else, so it still queues, up to
 is announced once when it starts and once when it ends, with hysteresis (over once the
 backlog has halved) so a backlog hovering at the bound does not flood the log.
 
-Sans-I/O: the shell logs and counts what :meth:`Backlog.room` answers.
+Sans-I/O: the shell logs and counts what `Backlog.room` answers.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ LIVE_OVERFLOW_FACTOR = 2
 
 
 class Room(enum.Enum):
-    """The answer of :meth:`Backlog.room`."""
+    """The answer of `Backlog.room`."""
 
     YES = "yes"
     """Within the bound, or a live delivery within the hard cap."""

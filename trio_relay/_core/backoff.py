@@ -9,7 +9,7 @@ The policy, and why:
   The replaced design kept its ladder for 60 s, so a second drop ten seconds after a
   first cost the caller 0.5 to 1 s for no reason.
 - **Refused dials after a healthy link retry quickly**: about 50, 100, 200 and 400 ms
-  (:data:`QUICK_RETRIES`, each jittered, none slower than the ladder), then the ladder.
+  (`QUICK_RETRIES`, each jittered, none slower than the ladder), then the ladder.
   A restarted connector is back within a second or two; these find it within ~100 ms
   of its return, and the jitter keeps a herd of gateways from arriving in lockstep.
 - **Everything else climbs the ladder**: each wait uniform in ``[d/2, d]``, ``d``

@@ -1,12 +1,12 @@
 """Newline-delimited JSON over WebSocket messages (docs/protocol.md, "Transport").
 
-:class:`FrameDecoder` is fed the payload of each WebSocket message and returns the
+`FrameDecoder` is fed the payload of each WebSocket message and returns the
 frames it completed. A message may carry several frames or part of one, so the decoder
 keeps a trailing partial line between calls. Anything malformed becomes a
-:class:`RejectedFrame` in the output, in stream order, and never an exception: one bad
+`RejectedFrame` in the output, in stream order, and never an exception: one bad
 line must not cost the frames around it, nor the connection.
 
-:func:`encode_frame` serialises one frame to a line. :func:`pack_lines` packs lines into
+`encode_frame` serialises one frame to a line. `pack_lines` packs lines into
 as few messages as a size limit allows, for peers that batch plainly; the relay's own
 writer (``_outbox.py``) also caps frames per message and tracks each frame's fate, so it
 keeps its own loop.
@@ -28,7 +28,7 @@ some exponents differently, ``1e-7`` for ``1e-07``; no subclass, no ``Enum``, ``
 or ``bytes``, which msgspec would encode and the standard library refuses).
 
 **Results.** A plain success in the connector's usual spelling is read by its bytes,
-without decoding (:meth:`FrameDecoder.feed_with_success_ids`, which hands the protocol
+without decoding (`FrameDecoder.feed_with_success_ids`, which hands the protocol
 its request id alone): about half a full decode's cost, for the same meaning. Any other
 line takes the full path.
 """
@@ -67,8 +67,8 @@ _MISSING: Any = object()
 
 @dataclass(frozen=True, slots=True)
 class JsonCodec:
-    """How lines are decoded and frames encoded: the pure path alone (:data:`PURE`), or
-    a C fast path in front of it (:func:`msgspec_codec`). ``loads`` returns the value or
+    """How lines are decoded and frames encoded: the pure path alone (`PURE`), or
+    a C fast path in front of it (`msgspec_codec`). ``loads`` returns the value or
     ``_MISSING``; ``dumps`` the bytes or None; either way "not mine" sends the input
     to the pure path, whose answer is then the answer."""
 
@@ -147,7 +147,7 @@ def _chosen() -> JsonCodec:
 ACTIVE: JsonCodec = _chosen()
 """The codec of this process (chosen once, at import)."""
 JSON_CODEC = ACTIVE.name
-"""``"msgspec"`` or ``"json"``: which codec :data:`ACTIVE` is."""
+"""``"msgspec"`` or ``"json"``: which codec `ACTIVE` is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +171,7 @@ class FrameDecoder:
     gateway, ``GATEWAY_FRAMES`` on a connector). A line longer than ``max_line_bytes``
     is rejected whole, without buffering more of it than the limit, so a peer cannot
     grow our memory by never sending a newline. ``codec``: the process's by default
-    (:data:`ACTIVE`); the frames and rejections are the same with any.
+    (`ACTIVE`); the frames and rejections are the same with any.
     """
 
     # No __dict__: one per relay (or per connection), held for its whole life.
@@ -214,16 +214,16 @@ class FrameDecoder:
         ]
 
     def feed_with_success_ids(self, payload: str | bytes) -> list[Frame | RejectedFrame | str]:
-        """:meth:`feed`, but a plain success comes out as its request id, a ``str``,
-        instead of an :class:`OutboundResult` of ``{"success": True}``: the protocol
+        """`feed`, but a plain success comes out as its request id, a ``str``,
+        instead of an `OutboundResult` of ``{"success": True}``: the protocol
         settles the request from the id alone, so that frame would be an object made and
-        dropped on every reply. Every other frame is as :meth:`feed` makes it.
+        dropped on every reply. Every other frame is as `feed` makes it.
 
         A plain success is ``{"type":"outbound_result","requestId":"ID","result":
         {"success":true}}`` in exactly that spelling, with an ID of ASCII letters and
         digits (the ids we send are hex): it means exactly what the full decode makes of
         it, so it is read by its bytes, not decoded: 0.74 us a line, 1.12 through
-        :meth:`feed` (which makes the frame), against 2.2 for the full decode with
+        `feed` (which makes the frame), against 2.2 for the full decode with
         msgspec and 2.6 with the pure codec (256 a message, best of 15). Only the plain
         success: decoding another result's object alone with msgspec was no faster than
         decoding the whole line, and the attempt cost the pure path 0.3 us a line, so any
@@ -387,9 +387,9 @@ def encode_line(obj: Mapping[str, Any], codec: JsonCodec = ACTIVE) -> str:
 def encode_value(obj: Any, codec: JsonCodec = ACTIVE) -> bytes:
     """One JSON value as compact UTF-8 bytes, no newline: a part of a frame that the
     caller splices into a line (the JSON of an object is the JSON of its parts, so the
-    line is the one :func:`encode_wire` would make of the whole, but for the escaping of
+    line is the one `encode_wire` would make of the whole, but for the escaping of
     a lone surrogate, which stays confined to the part that holds it). Raises as
-    :func:`encode_line` does."""
+    `encode_line` does."""
     if codec.dumps is not None:
         data = codec.dumps(obj)
         if data is not None:
@@ -402,7 +402,7 @@ def encode_value(obj: Any, codec: JsonCodec = ACTIVE) -> bytes:
 
 
 def encode_wire(obj: Mapping[str, Any], codec: JsonCodec = ACTIVE) -> bytes:
-    """:func:`encode_line` as the UTF-8 bytes that go on the wire, encoded once: the
+    """`encode_line` as the UTF-8 bytes that go on the wire, encoded once: the
     caller's size check is ``len()`` of the result, and the writer sends it as is."""
     if codec.dumps is not None:
         data = codec.dumps(obj)

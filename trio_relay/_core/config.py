@@ -75,13 +75,15 @@ class RelayConfig:
       received for ``ping_timeout``. Any byte is proof of life, so a busy peer is never
       dropped for a late pong. Defaults 10 s / 40 s find a dead peer within 40 s, where
       the replaced design (30 s / 60 s, pong-only) took about 90 s.
-    - ``backoff_*``: see :class:`trio_relay._core.backoff.Backoff`. A link that served
+    - ``backoff_*``: see `trio_relay._core.backoff.Backoff`. A link that served
       ``backoff_stable_after`` seconds after its handshake is redialled after
       ``backoff_first_delay`` (0: at once) when it drops, and refused dials after it
       retry within about 50 to 400 ms; everything else waits uniform in [d/2, d], ``d``
       doubling from ``backoff_initial`` to ``backoff_max``.
-    - ``dormant_redial_delay``: the first redial after :meth:`Relay.go_dormant`.
-    - ``redial_hold_max``: the cap on a redial hold (:meth:`Relay.hold_redial`).
+    - ``dormant_redial_delay``: the first redial after
+      [`Relay.go_dormant`][trio_relay.Relay.go_dormant].
+    - ``redial_hold_max``: the cap on a redial hold
+      ([`Relay.hold_redial`][trio_relay.Relay.hold_redial]).
     - ``drain_timeout``: how long leaving ``open_relay`` waits for in-flight requests.
     - ``close_timeout``: how long the WebSocket closing handshake may take.
     - ``dedupe_size``: the least number of handled keys remembered (the pipeline keeps

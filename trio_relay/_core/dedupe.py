@@ -2,12 +2,12 @@
 
 The connector delivers at least once, so one message may arrive many times: replayed on
 every re-handshake until acked, or sent again while the first copy is still being
-handled. :class:`DedupeSet` remembers each delivery's key through three states:
+handled. `DedupeSet` remembers each delivery's key through three states:
 
-- *claimed* (``claim`` returned :attr:`Claim.NEW`): a handler owns it now. Another copy
-  arriving meanwhile gets :attr:`Claim.IN_PROGRESS` and is dropped without ack (the
+- *claimed* (``claim`` returned `Claim.NEW`): a handler owns it now. Another copy
+  arriving meanwhile gets `Claim.IN_PROGRESS` and is dropped without ack (the
   owner will ack).
-- *committed* (``commit``): the handler returned. Copies get :attr:`Claim.DONE` and are
+- *committed* (``commit``): the handler returned. Copies get `Claim.DONE` and are
   dropped, but acked, so the connector stops replaying them.
 - *released* (``release``): the handler raised. The key is forgotten, so a redelivery is
   handled again. Marking a key seen only after success is the point: the design this
@@ -18,7 +18,7 @@ bounded by the pipeline's own queue and concurrency limits, and evicting one wou
 copy run concurrently with its original.
 
 A committed key can be *pinned* (``commit(key, pinned=True)``): it is then never evicted
-until :meth:`DedupeSet.unpin`. The pipeline pins every handled delivery until its ack
+until `DedupeSet.unpin`. The pipeline pins every handled delivery until its ack
 has been handed to a socket: until then the connector still holds it and will replay
 it, so forgetting its key before the ack is out would run the handler again (a replay
 storm with lost acks did exactly that when the window was count-bounded only). Pinned
@@ -49,7 +49,7 @@ def dedupe_window(dedupe_size: int, max_inbound_queue: int, max_concurrent_handl
 
 
 class Claim(enum.Enum):
-    """What :meth:`DedupeSet.claim` found."""
+    """What `DedupeSet.claim` found."""
 
     NEW = "new"
     """Not seen (or released after a failure): the caller owns the key now."""
@@ -114,7 +114,7 @@ class DedupeSet:
         Committing an unclaimed key is allowed (it is how a durable store's keys are
         loaded). Committing a key again does not refresh its age: eviction order is
         first-commit order, as the durable store keeps it. ``pinned`` keeps the key
-        from eviction until :meth:`unpin` (pinning a committed key again is allowed).
+        from eviction until `unpin` (pinning a committed key again is allowed).
         """
         self._claimed.pop(key, None)
         if key in self._pinned:

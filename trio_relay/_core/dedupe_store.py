@@ -1,11 +1,13 @@
 """The dedupe store: the memory of handled deliveries beyond one pipeline's own.
 
-Every relay keeps a local :class:`~trio_relay._core.dedupe.DedupeSet` (what it has queued,
+Every relay keeps a local `DedupeSet` (what it has queued,
 running or recently handled; decided synchronously on the reader's submit). A
-:class:`DedupeStore` is what that memory is backed by, and decides what a *restart* or a
+[`DedupeStore`][trio_relay.DedupeStore] is what that memory is backed by, and decides what a
+*restart* or a
 *sibling replica* knows:
 
-- :class:`MemoryDedupeStore` (the default): this process only. One instance shared by
+- [`MemoryDedupeStore`][trio_relay.MemoryDedupeStore] (the default): this process only. One
+  instance shared by
   several relays in one process makes them behave like replicas on a shared store.
 - ``SqliteDedupeStore(path)``: committed keys in a file, so a restart on the same disk
   still drops replays. One relay per file.
@@ -14,19 +16,20 @@ running or recently handled; decided synchronously on the reader's submit). A
 
 The interface is four steps, in the order the pipeline uses them:
 
-1. :meth:`DedupeSession.load_recent` once, before anything is handled: committed keys
+1. `DedupeSession.load_recent` once, before anything is handled: committed keys
    the local set should know at start (oldest first).
-2. :meth:`DedupeSession.claim` right before a handler runs (the local set has already
+2. `DedupeSession.claim` right before a handler runs (the local set has already
    claimed the key): ``Claim.NEW`` means run it; ``Claim.IN_PROGRESS`` means another
    holder is running it (drop this copy without ack); ``Claim.DONE`` means it was
    handled elsewhere (drop and ack). A store that cannot answer answers ``NEW``:
    fail open, since a repeat beats a lost message.
-3. :meth:`DedupeSession.commit` after the handler returned, and
-4. :meth:`DedupeSession.release` after it raised or was cancelled. Both never block:
+3. `DedupeSession.commit` after the handler returned, and
+4. `DedupeSession.release` after it raised or was cancelled. Both never block:
    a store writes them behind (the ack does not wait; see ``_trio/stores/writer.py``
    for why either order is safe).
 
-Sessions are opened with :meth:`DedupeStore.open` for one pipeline's life and bound to
+Sessions are opened with [`DedupeStore.open`][trio_relay.DedupeStore.open] for one pipeline's life
+and bound to
 one *namespace* (the gateway id), so gateways sharing a store never see each other's
 keys. Sans-I/O: this module defines the interface and the in-memory store only.
 """

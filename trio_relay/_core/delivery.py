@@ -1,9 +1,9 @@
 """One inbound delivery as the pipeline sees it, and the decisions made about it.
 
-Pure rules, tested without Trio: how a frame becomes a :class:`Delivery` (its dedupe
+Pure rules, tested without Trio: how a frame becomes a `Delivery` (its dedupe
 key and its lane), what happens after a
-handler failed (:func:`after_failure`: retry in this session after a short backoff, or
-give up), and the :class:`DeadLetter` record handed to ``on_dead_letter``.
+handler failed (`after_failure`: retry in this session after a short backoff, or
+give up), and the [`DeadLetter`][trio_relay.DeadLetter] record handed to ``on_dead_letter``.
 
 Sans-I/O: no Trio, no sockets.
 """

@@ -4,7 +4,7 @@
 A connector may be newer or sloppier than we are, so only the fields without which a
 descriptor means nothing (``platform``, ``contract_version``) are enforced; every other
 field falls back to a safe default rather than costing us the platform. Unknown keys stay
-reachable through :attr:`Descriptor.raw`.
+reachable through [`Descriptor.raw`][trio_relay.Descriptor.raw].
 
 Sans-I/O: no Trio, no sockets.
 """
@@ -54,7 +54,8 @@ def _ops(value: object) -> tuple[str, ...]:
 class Descriptor:
     """What one platform behind the connector can do.
 
-    Build it with :meth:`from_wire`. ``raw`` is the wire object as received, so fields
+    Build it with [`from_wire`][trio_relay.Descriptor.from_wire]. ``raw`` is the wire object as
+    received, so fields
     this version does not model are still there.
     """
 
@@ -79,13 +80,13 @@ class Descriptor:
     draft_stream_is_message: bool | None = None
     """Whether a ``draft`` stream becomes the message itself (sealed by a final draft)
     rather than a preview followed by a ``send``; ``None`` when the connector did not
-    say (see :attr:`stream_is_message`)."""
+    say (see [`stream_is_message`][trio_relay.Descriptor.stream_is_message])."""
     # Excluded from the hash (a dict has none) and the repr (it repeats the fields).
     raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
 
     @classmethod
     def from_wire(cls, obj: object) -> Descriptor:
-        """Decode a wire descriptor; raises :class:`FrameError` only when it has no
+        """Decode a wire descriptor; raises `FrameError` only when it has no
         usable ``platform`` or ``contract_version``."""
         if not isinstance(obj, dict):
             raise FrameError(f"descriptor must be an object, got {type(obj).__name__}")
@@ -128,7 +129,7 @@ class Descriptor:
 
     @property
     def effective_ops(self) -> frozenset[str]:
-        """The ops this platform accepts: ``supported_ops``, or :data:`LEGACY_OPS` when
+        """The ops this platform accepts: ``supported_ops``, or `LEGACY_OPS` when
         the connector advertised none."""
         return frozenset(self.supported_ops) if self.supported_ops else LEGACY_OPS
 
@@ -160,7 +161,7 @@ class Descriptor:
 
     def split_text(self, text: str) -> list[str]:
         """``text`` cut into pieces that each fit ``max_message_length``, at paragraph,
-        then line, then word boundaries (see :func:`trio_relay._core.text.split_text`).
+        then line, then word boundaries (see `trio_relay._core.text.split_text`).
         An empty text gives no pieces."""
         return split_text(text, self.max_message_length, self.len_unit)
 
@@ -170,7 +171,7 @@ class Descriptor:
 
 
 SHARED_DESCRIPTORS = 256
-"""Distinct descriptors :func:`shared` keeps (the oldest is forgotten first)."""
+"""Distinct descriptors `shared` keeps (the oldest is forgotten first)."""
 
 _shared: dict[Descriptor, Descriptor] = {}
 

@@ -2,13 +2,13 @@
 
 Two pure helpers for the shell's dialer and upgrade:
 
-- :func:`refusal` reads an HTTP answer other than ``101`` at the upgrade (or a ``101``
+- `refusal` reads an HTTP answer other than ``101`` at the upgrade (or a ``101``
   that fails the WebSocket checks) and says how the relay should take it: ``401``/``403``
   read as a ``4401`` before any descriptor (docs/protocol.md, "Close codes"),
   ``408``/``429``/``5xx`` are transient (honour ``Retry-After``), anything else is retried
   too but deserves a WARNING naming the status and what to check. Redirects are never
   followed: the bearer token must not travel to another origin.
-- :func:`describe_error` turns the exception of a failed connect or TLS handshake into
+- `describe_error` turns the exception of a failed connect or TLS handshake into
   one line ("connection refused (errno 111)", "certificate verify failed: …") instead of
   a nested ``OSError: all attempts … ExceptionGroup``.
 

@@ -1,6 +1,6 @@
 """Where a relay dials, and the seam through which it does.
 
-:class:`Endpoint` is split out of the normalised URL once per relay. A *dialer* turns
+`Endpoint` is split out of the normalised URL once per relay. A *dialer* turns
 an endpoint into a connected byte stream (TCP, through a proxy if configured, and TLS
 for ``wss``); the WebSocket upgrade then runs over whatever stream it returns. The
 default dialer is ``trio_relay._trio.link.dial.TcpDialer``, built from the config when
@@ -8,7 +8,7 @@ the relay opens; ``RelayConfig(dialer=...)`` replaces it, which is how tests and
 soak inject faults (``trio_relay.testing``: ``FaultDialer``, ``MemoryDialer``) instead
 of patching private modules.
 
-Sans-I/O: the stream is described structurally (:class:`ByteStream`, the relay's one
+Sans-I/O: the stream is described structurally (`ByteStream`, the relay's one
 stream interface), so this module needs no Trio.
 """
 

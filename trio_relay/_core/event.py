@@ -3,10 +3,10 @@
 Decoding is lenient on purpose: an inbound event is a user's message, and dropping it
 because one field has an unexpected type would lose the message. Each field falls back to
 a default instead, and numeric ids (Telegram, Discord) become strings so that one id has
-one spelling. The trust fields of a source (:data:`TRUST_FIELDS`) are the exception:
+one spelling. The trust fields of a source (`TRUST_FIELDS`) are the exception:
 only JSON ``true``/``false`` count, anything else is ``None`` (unknown), because a
 control that trusts ``"false"`` or ``0`` would be fooled; the pipeline counts and logs
-each such value (:func:`rejected_trust_fields`). Fields this version does not model
+each such value (`rejected_trust_fields`). Fields this version does not model
 stay reachable as attributes through ``raw`` (``event.some_new_field``), so a newer
 connector does not need a new library.
 
@@ -175,7 +175,7 @@ class Source(_RawFields):
 
     @classmethod
     def from_wire(cls, obj: object) -> Source:
-        """Decode an event's ``source``; raises :class:`FrameError` only if it is not
+        """Decode an event's ``source``; raises `FrameError` only if it is not
         an object."""
         if not isinstance(obj, dict):
             raise FrameError(f"event source must be an object, got {type(obj).__name__}")
@@ -207,7 +207,8 @@ class MessageEvent(_RawFields):
     Enrichments, when the platform carried them: ``reply_to`` (what the user quoted),
     ``context`` (read-only surrounding messages, oldest first; ``context_error`` when
     the connector could not fetch them) and ``prompt_response`` (a press on a prompt's
-    option; :meth:`Relay.ask` consumes those of its own prompts before any handler).
+    option; [`Relay.ask`][trio_relay.Relay.ask] consumes those of its own prompts before any
+    handler).
     """
 
     text: str = ""
@@ -229,7 +230,7 @@ class MessageEvent(_RawFields):
 
     @classmethod
     def from_wire(cls, obj: object) -> MessageEvent:
-        """Decode a wire event; raises :class:`FrameError` only if it is not an object.
+        """Decode a wire event; raises `FrameError` only if it is not an object.
         Any field of the wrong type falls back to its default."""
         if not isinstance(obj, dict):
             raise FrameError(f"event must be an object, got {type(obj).__name__}")

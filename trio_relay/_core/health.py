@@ -23,7 +23,7 @@ REDIAL_HELD = "redial held"
 
 @dataclass(frozen=True, slots=True)
 class Health:
-    """The relay's health, from :meth:`Relay.health`."""
+    """The relay's health, from [`Relay.health`][trio_relay.Relay.health]."""
 
     live: bool
     """False only when the relay can never serve again: ``REVOKED``, ``CLOSED``, or one

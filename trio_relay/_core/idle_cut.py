@@ -11,12 +11,12 @@ The rule, fed each link's end:
 
 - a link counts as *cut* when the peer ended it without a close frame (``1006``: an EOF
   or a reset), after it was up, and it had received nothing for ``silence`` seconds
-  before the end, at least :data:`MIN_SILENCE`, and less than the ping interval would
-  explain (a ping was not yet due, within :data:`TOLERANCE`; a cut after pings went
+  before the end, at least `MIN_SILENCE`, and less than the ping interval would
+  explain (a ping was not yet due, within `TOLERANCE`; a cut after pings went
   unanswered is a dead peer, not an idle timeout);
-- two cut links in a row after the same silence (within :data:`TOLERANCE`) are an idle
+- two cut links in a row after the same silence (within `TOLERANCE`) are an idle
   cut: one WARNING names the silence and the remedy, and the effective ping interval
-  drops to half that silence (never below :data:`MIN_PING_INTERVAL`) for the rest of
+  drops to half that silence (never below `MIN_PING_INTERVAL`) for the rest of
   the relay's life (``adapt=False``: the warning only);
 - a link that ends at the learned cut (the one that taught it included) is *explained*:
   the shell does not count it as flapping, so the ladder does not climb for it.
@@ -54,8 +54,8 @@ NOTHING = IdleCutStep()
 
 
 class IdleCut:
-    """The rule for one relay: :meth:`link_ended` for each link's end;
-    :attr:`ping_interval` is the interval to ping at from now on."""
+    """The rule for one relay: `link_ended` for each link's end;
+    `ping_interval` is the interval to ping at from now on."""
 
     __slots__ = ("_previous", "adapt", "cut_after", "ping_interval")
 

@@ -5,7 +5,8 @@ state, a cable pulled) leaves an idle TCP connection open forever: the kernel ha
 to send, so it never learns the peer is gone, and a reader waits until the process dies.
 TCP keepalive makes the kernel probe an idle connection and tear it down when the probes
 go unanswered; ``TCP_USER_TIMEOUT`` does the same for a connection whose *sent* data is
-never acknowledged. :class:`KeepaliveConfig` turns four numbers into the socket options
+never acknowledged. [`KeepaliveConfig`][trio_relay.KeepaliveConfig] turns four numbers into the
+socket options
 that do this on the current platform, so the relay's WebSocket and the HTTP client used for
 an LLM provider get exactly the same settings.
 
@@ -53,7 +54,8 @@ class KeepaliveConfig:
 
     After ``idle`` seconds without traffic the kernel sends a probe, then one every
     ``interval`` seconds; after ``count`` unanswered probes the connection fails, so a dead
-    idle peer is found within :attr:`detection_time` = ``idle + interval * count`` seconds
+    idle peer is found within [`detection_time`][trio_relay.KeepaliveConfig.detection_time] =
+    ``idle + interval * count`` seconds
     (60 s with the defaults, the contract's reference timings). Pending reads then fail
     instead of hanging.
 
@@ -62,7 +64,8 @@ class KeepaliveConfig:
     (probes are only sent on an idle connection). ``None`` derives it from the keepalive
     numbers so both paths agree. Note that on Linux, once it is set, it also replaces
     ``count`` as the keepalive give-up rule: an explicit value larger than
-    :attr:`detection_time` delays detection of an idle peer to about ``user_timeout``.
+    [`detection_time`][trio_relay.KeepaliveConfig.detection_time] delays detection of an idle peer
+    to about ``user_timeout``.
 
     Values are in seconds; the kernel gets them rounded up to whole seconds (minimum 1).
     ``TCP_NODELAY`` is always included, enabled or not: small chat frames and streamed
@@ -136,7 +139,8 @@ class KeepaliveConfig:
         return options
 
     def apply(self, sock: SupportsSetsockopt) -> None:
-        """Set :meth:`socket_options` on a socket you already hold (stdlib or Trio socket,
+        """Set [`socket_options`][trio_relay.KeepaliveConfig.socket_options] on a socket you
+        already hold (stdlib or Trio socket,
         or a ``trio.SocketStream``). Raises ``OSError`` if the socket refuses an option,
         e.g. because it is closed or not TCP."""
         for level, option, value in self.socket_options():

@@ -1,20 +1,20 @@
 """The relay's life cycle as data: which state follows which event, and what to do
 after a link ends.
 
-In the manner of h11's ``_state.py``: the transitions are a table (:data:`TRANSITIONS`),
-and :class:`Lifecycle` is the only thing that moves along it. It is told what happened
+In the manner of h11's ``_state.py``: the transitions are a table (`TRANSITIONS`),
+and `Lifecycle` is the only thing that moves along it. It is told what happened
 (a link came up, the link in use was lost, a link or a dial ended) together with what
 the relay knows (it is closing, ``go_dormant`` was asked for, the last link was the
-one redial after a first 4401 strike) and answers with the next :data:`Step` —
-:class:`Redial` after a delay or :class:`Stop` — and the :class:`Change` of state, if
+one redial after a first 4401 strike) and answers with the next `Step` —
+`Redial` after a delay or `Stop` — and the `Change` of state, if
 any. The supervisor (``_trio/supervisor.py``) only carries out these answers, so every
 rule is a table row in ``tests/core``.
 
-The close-code rules are :func:`~trio_relay._core.close.classify` (docs/protocol.md,
-"Close codes"); the delays are :class:`~trio_relay._core.backoff.Backoff`.
+The close-code rules are `classify` (docs/protocol.md,
+"Close codes"); the delays are `Backoff`.
 
 A redial hold (``Relay.hold_redial``, docs/protocol.md "Redial hold") is
-:class:`RedialHold`, which the lifecycle holds; :class:`RedialWait` is one wait before a
+`RedialHold`, which the lifecycle holds; `RedialWait` is one wait before a
 dial, and says when it ends given the hold: the supervisor sleeps what it says.
 """
 
@@ -149,8 +149,8 @@ must not strand a gateway (the reference gateway caps its hold at 60 s too)."""
 class RedialHold:
     """A hold on redialling: while it lasts no dial starts. Pure: times are passed in.
 
-    :meth:`hold` starts a hold of its own from ``now``, replacing any earlier one (a
-    renewal is the broker saying it is still there); it ends at :meth:`release`, at its
+    `hold` starts a hold of its own from ``now``, replacing any earlier one (a
+    renewal is the broker saying it is still there); it ends at `release`, at its
     time, or ``cap`` seconds after it started, whichever is first.
     """
 
@@ -241,7 +241,7 @@ class Lifecycle:
     ) -> None:
         self.state = State.CONNECTING
         self.hold = RedialHold(redial_hold_max)
-        """A hold on redialling (``Relay.hold_redial``); see :class:`RedialWait`."""
+        """A hold on redialling (``Relay.hold_redial``); see `RedialWait`."""
         self.backoff = backoff
         self.dormant_redial_delay = dormant_redial_delay
         self.closing = False

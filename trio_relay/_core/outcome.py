@@ -1,6 +1,7 @@
 """The outcome of one request (docs/protocol.md, "Outcomes").
 
-Every request ends in exactly one :class:`Outcome`. ``ambiguous`` is true only when our
+Every request ends in exactly one [`Outcome`][trio_relay.Outcome]. ``ambiguous`` is true only when
+our
 frame left for the connector and we do not know what it did with it: the caller must not
 blindly retry a non-idempotent action (a chat message would be posted twice). A definite
 failure means the connector never saw the frame, so retrying is safe.

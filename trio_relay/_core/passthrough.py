@@ -4,7 +4,7 @@ docs/protocol.md, "Frames, connector to gateway").
 Slash commands and button presses arrive as the platform's own HTTP request, so the
 handler can verify the platform's signature over the exact bytes. Decoding is lenient:
 a malformed part becomes its default rather than losing the webhook, and the wire object
-stays in :attr:`PassthroughForward.raw`.
+stays in [`PassthroughForward.raw`][trio_relay.PassthroughForward.raw].
 
 Sans-I/O: no Trio, no sockets.
 """
@@ -66,7 +66,7 @@ class PassthroughForward:
 
     @classmethod
     def from_wire(cls, obj: object) -> PassthroughForward:
-        """Decode a frame's ``forward`` object; raises :class:`FrameError` only if it
+        """Decode a frame's ``forward`` object; raises `FrameError` only if it
         is not an object."""
         if not isinstance(obj, dict):
             raise FrameError(f"forward must be an object, got {type(obj).__name__}")

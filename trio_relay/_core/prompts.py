@@ -60,7 +60,8 @@ class PromptOption:
 
 @dataclass(frozen=True)
 class PromptAnswer:
-    """The answer to :meth:`Relay.ask`: which option, and who chose it (``source`` of
+    """The answer to [`Relay.ask`][trio_relay.Relay.ask]: which option, and who chose it
+    (``source`` of
     the press or the reply, so ``source.user_id`` is the clicking user)."""
 
     prompt_id: str
@@ -75,9 +76,10 @@ OptionSpec = str | tuple[str, str] | tuple[str, str, str] | PromptOption | dict[
 
 
 def normalize_options(options: Iterable[OptionSpec]) -> tuple[PromptOption, ...]:
-    """Options from the forms :meth:`Relay.ask` accepts: ``(id, label)`` or
+    """Options from the forms [`Relay.ask`][trio_relay.Relay.ask] accepts: ``(id, label)`` or
     ``(id, label, style)`` tuples, ``{"id", "label", "style"?}`` dicts,
-    :class:`PromptOption`, or a bare label (its id is then its position, ``"1"``, ...).
+    [`PromptOption`][trio_relay.PromptOption], or a bare label (its id is then its position,
+    ``"1"``, ...).
 
     Raises ``ValueError`` for no options, a duplicate id, or an id outside
     ``[A-Za-z0-9_.-]`` or longer than 32 characters (it rides in a button payload)."""

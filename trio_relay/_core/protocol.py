@@ -1,6 +1,6 @@
 """The relay protocol on one connection, as one sans-I/O object (docs/protocol.md).
 
-:class:`RelayProtocol` holds every rule of the wire protocol that concerns one
+`RelayProtocol` holds every rule of the wire protocol that concerns one
 connection: the handshake (one ``hello`` per identity; connected on the first
 descriptor of a hello'd platform; the platforms still missing one), the requests in
 flight (pending → written → settled, and which results are accepted), what the end of
@@ -18,9 +18,9 @@ time, writes the lines it hands out, and wakes the callers of the requests it se
     protocol.end("closed by peer", 1000, "bye")     # every open request settled
 
 Events are the frames' own objects where the frame is the event (an
-:class:`~trio_relay._core.frames.InboundFrame`, ``PassthroughFrame`` or
+`InboundFrame`, ``PassthroughFrame`` or
 ``InterruptInbound`` goes to the inbound pipeline as it is); a result is the
-:class:`Request` it settled, with its :attr:`Request.outcome` set; the rest are the
+`Request` it settled, with its `Request.outcome` set; the rest are the
 small classes below.
 
 Sans-I/O: no Trio, no sockets.
@@ -127,14 +127,14 @@ class Request:
         self.deadline = deadline
         self.timeout = timeout
         self.may_have_left = False
-        """Written (see :attr:`RequestState.WRITTEN`)."""
+        """Written (see `RequestState.WRITTEN`)."""
         self.abandoned = False
         """Settled (it has its outcome) or given up by its caller: the writer skips it,
         and nothing settles it again."""
         self._outcome: Outcome | None = None
         self.handle: Any = None
         self.group: deque[Request] | None = None
-        """Its deadline group (see :meth:`RelayProtocol.expire`)."""
+        """Its deadline group (see `RelayProtocol.expire`)."""
 
     @property
     def outcome(self) -> Outcome | None:
@@ -172,7 +172,7 @@ class Request:
 class LinkUp:
     """The first descriptor of a hello'd platform arrived: the connection is up and
     requests may use it. Later descriptors are added to
-    :attr:`RelayProtocol.descriptors` as they come, without another event."""
+    `RelayProtocol.descriptors` as they come, without another event."""
 
     platform: str
 
@@ -180,7 +180,7 @@ class LinkUp:
 @dataclass(frozen=True, slots=True)
 class AllDescriptors:
     """Every hello'd platform has its descriptor now (several identities only; with one,
-    :class:`LinkUp` says as much)."""
+    `LinkUp` says as much)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,11 +197,11 @@ Event = (
     | PassthroughFrame
     | InterruptInbound
 )
-"""What :meth:`RelayProtocol.receive` returns, in the order the frames came."""
+"""What `RelayProtocol.receive` returns, in the order the frames came."""
 
 _PLAIN_SUCCESS: Final = Outcome(success=True, result={"success": True})
-"""Stands in :attr:`Request._outcome` for a plain success not yet read; never handed
-out (:attr:`Request.outcome` makes each caller its own)."""
+"""Stands in `Request._outcome` for a plain success not yet read; never handed
+out (`Request.outcome` makes each caller its own)."""
 
 _ALL_DESCRIPTORS: Final = AllDescriptors()
 _IDLE_ACKED: Final = IdleAcked()
@@ -382,7 +382,7 @@ class RelayProtocol:
     @property
     def next_deadline(self) -> float:
         """The earliest deadline of a request in flight (``inf`` if none): when
-        :meth:`expire` next has something to do."""
+        `expire` next has something to do."""
         return self._earliest
 
     @property
@@ -539,7 +539,7 @@ class RelayProtocol:
     # --- going idle ------------------------------------------------------------------
 
     def going_idle(self) -> bytes:
-        """The ``going_idle`` line to send; its ack (:class:`IdleAcked`) is awaited
+        """The ``going_idle`` line to send; its ack (`IdleAcked`) is awaited
         from now on (sending it again while unacknowledged is harmless)."""
         self._idle_asked = True
         return encode_frame(GoingIdle()).encode()
@@ -563,7 +563,7 @@ class RelayProtocol:
         """The connection is over: settle every open request now — ambiguous
         (``connection_lost``) if it was written, definite (``write_failed``) if not —
         and return them, counted in ``stats.requests``. Only the first call counts (its
-        account is :attr:`end_info`); later calls return None."""
+        account is `end_info`); later calls return None."""
         if self.end_info is not None:
             return None
         if self._closing is not None:

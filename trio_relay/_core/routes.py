@@ -6,7 +6,7 @@ inbound: ``metadata.scope_id`` and ``metadata.user_id``, the envelope's ``platfo
 ``botId``, and on a gateway serving several profiles over one connection
 ``metadata.profile``. A Discord reply without its guild's ``scope_id`` is declined. So the
 relay remembers, per chat, what the last inbound of that chat carried
-(:class:`RouteTable`, a bounded LRU) and fills whatever the caller left out of a
+([`RouteTable`][trio_relay.RouteTable], a bounded LRU) and fills whatever the caller left out of a
 request addressed to that chat. What the caller set is never overwritten.
 
 ``profile`` is echoed whenever the chat's latest inbound carried ``source.profile``, and
@@ -109,7 +109,7 @@ class RouteTable:
 
     def prime(self, source: Source | Mapping[str, Any]) -> Route | None:
         """Seed a chat's route before any inbound of it arrived (a cold start after a
-        restart): ``source`` is a :class:`Source` or its wire form (``platform``,
+        restart): ``source`` is a [`Source`][trio_relay.Source] or its wire form (``platform``,
         ``chat_id``, ``scope_id``, ``user_id``, ``profile``, ...), e.g. as saved from
         an earlier event's ``source.raw``."""
         if not isinstance(source, Source):

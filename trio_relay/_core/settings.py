@@ -1,4 +1,4 @@
-"""The parts of :class:`~trio_relay.RelayConfig` each subsystem uses.
+"""The parts of [`RelayConfig`][trio_relay.RelayConfig] each subsystem uses.
 
 ``RelayConfig`` stays the one flat, public place to configure a relay. ``open_relay``
 derives these small frozen parts from it once, and each part of the shell is given only

@@ -50,9 +50,10 @@ class RelayStats:
     deliveries in hand. The memory benchmark reports it beside the bytes per relay."""
     tasks_failed: int = 0
     """Relay tasks that ended by an exception (a bug, or a dedupe store that could not
-    open): :meth:`Relay.health` is then not live."""
+    open): [`Relay.health`][trio_relay.Relay.health] is then not live."""
     redial_holds: int = 0
-    """Redial holds placed (:meth:`Relay.hold_redial`, ``go_dormant(hold=...)``)."""
+    """Redial holds placed ([`Relay.hold_redial`][trio_relay.Relay.hold_redial],
+    ``go_dormant(hold=...)``)."""
     missing_descriptors: list[str] = field(default_factory=list)
     """Hello'd platforms still without a descriptor ``handshake_timeout`` after the
     current connection opened (requests for them get the legacy ops only)."""

@@ -1,7 +1,7 @@
 """What a relay tells a telemetry backend: a few facts, at the places that count them.
 
-``RelayConfig.telemetry`` takes a :class:`TelemetryProvider` (``trio_relay.OpenTelemetry``
-is the one shipped); ``open_relay`` asks it once for a :class:`Telemetry` of that relay,
+``RelayConfig.telemetry`` takes a `TelemetryProvider` (``trio_relay.OpenTelemetry``
+is the one shipped); ``open_relay`` asks it once for a `Telemetry` of that relay,
 which makes its instruments then. Without one (``None``, the default) every call site is
 a single ``is None`` test and nothing else: no object is made per request, no backend
 is imported.
@@ -34,11 +34,11 @@ class DialRecord(Protocol):
 
     def ended(self, end: ConnectionEnd | None) -> None:
         """The connection is over; ``end`` is how (``None``: cancelled, the relay is
-        closing). A dial that was :meth:`up` already is not counted again."""
+        closing). A dial that was `up` already is not counted again."""
 
 
 class RequestRecord(Protocol):
-    """One request, from its start to its :class:`Outcome`."""
+    """One request, from its start to its [`Outcome`][trio_relay.Outcome]."""
 
     def settled(self, outcome: Outcome) -> None:
         """The request ended with ``outcome``."""
@@ -78,7 +78,7 @@ class Telemetry(Protocol):
 
 
 class TelemetryProvider(Protocol):
-    """What ``RelayConfig.telemetry`` takes: makes the :class:`Telemetry` of each relay."""
+    """What ``RelayConfig.telemetry`` takes: makes the `Telemetry` of each relay."""
 
     def for_relay(self, name: str, state: Callable[[], State | None]) -> Telemetry:
         """The telemetry of the relay called ``name`` (its gateway id, else its URL's

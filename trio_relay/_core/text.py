@@ -64,7 +64,7 @@ def split_text(text: str, limit: int, len_unit: str = "chars") -> list[str]:
 
 
 def first_piece(text: str, limit: int, len_unit: str = "chars") -> tuple[str, str]:
-    """The first piece :func:`split_text` would cut from ``text``, and what is left to
+    """The first piece `split_text` would cut from ``text``, and what is left to
     cut next: ``("".join of split_text(rest))`` continues where the piece stopped. The
     rest starts with the reopened fence line when the cut fell inside a code block.
     ``text`` fits whole: ``(text, "")``. Streaming replies use this to finalise one

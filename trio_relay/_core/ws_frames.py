@@ -8,7 +8,7 @@ the server, one masked text message from us — its generic path costs, measured
 machine, 5 µs to parse one and 3.6 µs to frame one: about a fifth of a request's whole
 client CPU at 16-way, for what is a header and a slice. So:
 
-- :class:`InboundFrames` cuts the bytes read from the socket at frame boundaries. The
+- `InboundFrames` cuts the bytes read from the socket at frame boundaries. The
   payload of each complete *plain* data frame (final, no reserved bits, unmasked, within
   the size limit) is taken here; any other frame is handed to the protocol whole, so the
   protocol only ever sees complete frames and its parser always stands at a frame
@@ -17,13 +17,13 @@ client CPU at 16-way, for what is a header and a slice. So:
   goes to the protocol, which fails the connection with the close code it always would.
 - A text message must be valid UTF-8 (RFC 6455 §8.1), and the protocol object does not
   check it (the asyncio layer of ``websockets`` does, when it decodes): so a plain text
-  frame's payload is checked here, and one that is not UTF-8 raises :class:`InvalidText`
+  frame's payload is checked here, and one that is not UTF-8 raises `InvalidText`
   for the shell to fail the connection with 1007. The check is ``bytes.isascii()`` (no
   copy, no allocation), and a real decode only for a payload with a byte past 0x7F.
-  Fragmented text goes through the protocol whole; :class:`TextValidator` checks it
+  Fragmented text goes through the protocol whole; `TextValidator` checks it
   fragment by fragment in the shell.
-- :func:`text_frame` builds a masked text frame; the masking function and the keys are
-  the shell's (the keys from a :class:`~.random_pool.RandomPool`).
+- `text_frame` builds a masked text frame; the masking function and the keys are
+  the shell's (the keys from a `RandomPool`).
 
 Nothing here decides when the fast path applies: the shell asks for plain frames only
 while the protocol is open and not inside a fragmented message, and frames its own text
@@ -53,14 +53,14 @@ _MAX_CONTROL_PAYLOAD = 125
 
 class InvalidText(Exception):
     """A text message's payload is not valid UTF-8: the connection must fail with
-    :data:`INVALID_DATA`. The message says where (for the close reason and the log)."""
+    `INVALID_DATA`. The message says where (for the close reason and the log)."""
 
     def __init__(self, error: UnicodeDecodeError) -> None:
         super().__init__(f"text message is not valid UTF-8: {error.reason} at byte {error.start}")
 
 
 def check_text(payload: bytes) -> None:
-    """Raise :class:`InvalidText` unless ``payload`` is valid UTF-8."""
+    """Raise `InvalidText` unless ``payload`` is valid UTF-8."""
     if not payload.isascii():
         try:
             payload.decode("utf-8")
@@ -70,7 +70,7 @@ def check_text(payload: bytes) -> None:
 
 class TextValidator:
     """Checks one text message's fragments as they arrive (a character may be split
-    across two of them): :meth:`start` at its first frame, :meth:`feed` for each."""
+    across two of them): `start` at its first frame, `feed` for each."""
 
     __slots__ = ("_decoder",)
 
@@ -140,7 +140,7 @@ class InboundFrames:
         the first frame that is not one and return its bytes, for the protocol — or, in
         passthrough, everything buffered. None: what is left is an incomplete frame.
 
-        Raises :class:`InvalidText` for a plain text frame that is not UTF-8, after the
+        Raises `InvalidText` for a plain text frame that is not UTF-8, after the
         payloads before it were appended; everything after it then goes to the protocol
         (which the shell has failed by then).
         """

@@ -82,7 +82,8 @@ def open_relay(
     cancels everything else: no task outlives it. An exception raised in the block comes
     out as itself, not wrapped in an exception group.
 
-    ``policy`` (a :class:`RelevancePolicy`) is declared to the connector once, after
+    ``policy`` (a [`RelevancePolicy`][trio_relay.RelevancePolicy]) is declared to the connector
+    once, after
     the first handshake (``POST /relay/policy``); a failure is logged as a warning and
     the relay runs on; an all-default policy is not sent.
     """
@@ -244,7 +245,7 @@ class _RelayRun:
     ) -> BaseException | None:
         """Exit the relay's nursery with ``leaving`` (None: the body ended plainly) and
         mark the relay closed; what must leave ``open_relay``, if anything. A group the
-        nursery raises is re-raised unless :func:`_as_raised` names what leaves instead."""
+        nursery raises is re-raised unless `_as_raised` names what leaves instead."""
         manager, late = self._nursery_manager, self._late
         assert manager is not None and late is not None and late.relay is not None
         relay = late.relay

@@ -5,7 +5,7 @@ attributes (``logging``'s ``extra``): ``relay`` always, and ``request_id``,
 ``buffer_id``, ``close_code``, ``cause``, ``errno``, ``next_attempt_s`` where they
 apply (see the telemetry how-to). The call sites give the facts they hold; ``relay``
 comes from here: the relay's own tasks (the supervisor, the connection's tasks, the
-inbound pipeline and the handlers it runs) set :data:`RELAY_NAME` as they start, and a
+inbound pipeline and the handlers it runs) set `RELAY_NAME` as they start, and a
 filter on the library's loggers copies it onto every record that does not name its
 relay itself. A record logged outside a relay's tasks without ``extra={"relay": ...}``
 gets ``relay=None``.

@@ -199,7 +199,7 @@ class _Instruments:
 
 
 class _RelayTelemetry:
-    """One relay's :class:`~trio_relay._core.telemetry.Telemetry`."""
+    """One relay's `Telemetry`."""
 
     __slots__ = ("__weakref__", "i", "name", "state", "tracer")
 

@@ -1,13 +1,13 @@
-"""The :class:`Relay` handle that ``open_relay`` (``lifetime.py``) yields.
+"""The [`Relay`][trio_relay.Relay] handle that ``open_relay`` (``lifetime.py``) yields.
 
 The relay's state and every decision about redialling belong to the pure
 ``_core/lifecycle.py``; ``supervisor.py`` carries them out; this module is the handle:
 requests, pings, going idle or dormant, and the hooks each connection calls as it opens,
 comes up and ends. The relay holds its parts and delegates to them: the state API to
-:class:`~.state_feed.RelayStates`, the adapter methods (``send_text``, ``stream_reply``,
+`RelayStates`, the adapter methods (``send_text``, ``stream_reply``,
 ``task_card``, ``ask``, ``typing``, ``descriptor_for``) to
-:class:`~.adapter.plane.AdapterPlane`, which sees the relay only as its narrow
-``RelayPort``; inbound acks leave through :class:`~.inbound.acks.RelayAcks`, which the
+`AdapterPlane`, which sees the relay only as its narrow
+``RelayPort``; inbound acks leave through `RelayAcks`, which the
 relay points at the newest connection.
 """
 
@@ -59,7 +59,7 @@ logger = logging.getLogger("trio_relay")
 
 
 class Relay:
-    """A handle on one relay; get it from :func:`open_relay`.
+    """A handle on one relay; get it from [`open_relay`][trio_relay.open_relay].
 
     ``state``, ``descriptors`` and ``stats`` are live views. ``request`` is safe to
     call from any task, including inbound handlers.
@@ -175,16 +175,19 @@ class Relay:
     async def wait_state(self, *states: State, timeout: float | None = None) -> State:
         """Wait until the relay is in one of ``states`` (at once if it is); returns it.
 
-        Raises ``TimeoutError`` after ``timeout`` seconds, and :class:`RelayRevoked` or
-        :class:`RelayClosed` as soon as none of ``states`` can be reached any more.
+        Raises ``TimeoutError`` after ``timeout`` seconds, and
+        [`RelayRevoked`][trio_relay.RelayRevoked] or
+        [`RelayClosed`][trio_relay.RelayClosed] as soon as none of ``states`` can be reached any
+        more.
         """
         return await self._states.wait_state(frozenset(states), timeout)
 
     async def wait_connected(self, timeout: float | None = None) -> None:
         """Wait until a connection is up (handshake done).
 
-        Raises ``TimeoutError`` after ``timeout`` seconds, :class:`RelayRevoked` if the
-        connector revoked us, :class:`RelayClosed` once the relay is closed.
+        Raises ``TimeoutError`` after ``timeout`` seconds,
+        [`RelayRevoked`][trio_relay.RelayRevoked] if the
+        connector revoked us, [`RelayClosed`][trio_relay.RelayClosed] once the relay is closed.
         """
         await self._states.wait_connected(timeout)
 
@@ -206,7 +209,8 @@ class Relay:
     ) -> list[Outcome]:
         """Send ``text`` to ``chat_id`` in as many messages as its platform's
         ``max_message_length`` needs (cut at paragraphs, lines, words; see
-        :meth:`Descriptor.split_text`), in order, ``reply_to`` on the first. Returns one
+        [`Descriptor.split_text`][trio_relay.Descriptor.split_text]), in order, ``reply_to`` on the
+        first. Returns one
         outcome a piece sent; after a piece fails, the rest is not sent (the outcomes
         end there). An empty text sends nothing. ``format_hints`` (e.g.
         ``{"rich_blocks": True}``) go as ``metadata.format_hints`` where the platform
@@ -226,10 +230,12 @@ class Relay:
         typing until the first text, then one message edited as the text grows (at most
         every ``config.edit_interval`` s), a new message when one is full, a final edit
         on exit; one message per piece where the platform cannot edit. Where the
-        platform streams live cards (:attr:`Descriptor.live_cards`) the reply goes as
+        platform streams live cards ([`Descriptor.live_cards`][trio_relay.Descriptor.live_cards])
+        the reply goes as
         ``draft`` frames instead, ended by a seal or, where the draft is only a
-        preview, by an ordinary send. ``format_hints`` as for :meth:`send_text`. See
-        :class:`StreamReply` for ``message_ids``, ``outcome``, ``outcomes`` and
+        preview, by an ordinary send. ``format_hints`` as for
+        [`send_text`][trio_relay.Relay.send_text]. See
+        [`StreamReply`][trio_relay.StreamReply] for ``message_ids``, ``outcome``, ``outcomes`` and
         ``failed``."""
         return self._adapter.stream_reply(
             self, chat_id, reply_to=reply_to, format_hints=format_hints
@@ -243,7 +249,7 @@ class Relay:
         a card of task chunks, ended (``task_card_stop``) when the block ends, within
         ``config.close_timeout``. Only where the chat's descriptor lists ``task_card``;
         elsewhere ``update`` returns an ``unsupported_op`` outcome and sends nothing.
-        Never raises for a network failure: see :class:`TaskCard`."""
+        Never raises for a network failure: see [`TaskCard`][trio_relay.TaskCard]."""
         return self._adapter.task_card(self, chat_id, reply_to=reply_to)
 
     async def ask(
@@ -258,10 +264,11 @@ class Relay:
     ) -> PromptAnswer | None:
         """Ask ``question`` in ``chat_id`` and wait for the answer, at most ``timeout``
         seconds (``None``: no limit). ``options`` are ``(id, label)`` pairs (or labels,
-        dicts, :class:`PromptOption`); ``kind`` is ``approval``, ``clarify`` or
+        dicts, [`PromptOption`][trio_relay.PromptOption]); ``kind`` is ``approval``, ``clarify`` or
         ``choice``. Native buttons (the ``prompt`` op) where the platform advertises
         them, else a numbered list answered by a reply. Returns the
-        :class:`PromptAnswer` (option, label, the answering user's source), or ``None``
+        [`PromptAnswer`][trio_relay.PromptAnswer] (option, label, the answering user's source), or
+        ``None``
         at the timeout or when the question could not be sent. The answer is consumed:
         it never reaches ``on_message``."""
         return await self._adapter.ask(
@@ -285,7 +292,7 @@ class Relay:
     ) -> Outcome:
         """Send ``action`` to the connector and return how it ended.
 
-        Every failure the network can cause is an :class:`Outcome` (see its
+        Every failure the network can cause is an [`Outcome`][trio_relay.Outcome] (see its
         ``ambiguous`` flag before retrying). Raises only for cancellation and for the
         caller's own mistakes: an action that is not an object with a string ``op``, is
         not JSON-serialisable, is larger than ``max_message_bytes``, or names a platform
@@ -446,7 +453,8 @@ class Relay:
         within ``timeout``, the connection is kept and false is returned.
 
         ``hold``: hold the redial for that many seconds in the same step (as
-        :meth:`hold_redial` does, placed before the socket closes, so no dial can slip in
+        [`hold_redial`][trio_relay.Relay.hold_redial] does, placed before the socket closes, so no
+        dial can slip in
         between); the relay then dials when the hold ends, instead of after
         ``dormant_redial_delay``. Nothing is held when false is returned."""
         if hold is not None:
@@ -463,7 +471,8 @@ class Relay:
     def hold_redial(self, seconds: float) -> None:
         """Start no dial for ``seconds`` (at most ``config.redial_hold_max``), for a
         brokered suspend: the state stays ``DORMANT`` or ``RECONNECTING`` and
-        :meth:`health` says ``"redial held"``. The hold ends at :meth:`release_redial`,
+        [`health`][trio_relay.Relay.health] says ``"redial held"``. The hold ends at
+        [`release_redial`][trio_relay.Relay.release_redial],
         at its time or at the cap, whichever is first, and then the relay dials at once
         (the hold replaces the backoff wait it interrupted). A hold placed while
         connected holds the redial after the link ends. A new hold replaces the one

@@ -1,10 +1,10 @@
-"""The relay's state API: :class:`RelayStates`, which :class:`~trio_relay.Relay` holds
+"""The relay's state API: `RelayStates`, which [`Relay`][trio_relay.Relay] holds
 and delegates ``state``, ``state_changes()``, ``wait_state()`` and ``wait_connected()``
-to, and the :class:`StateFeed` under it.
+to, and the `StateFeed` under it.
 
 Each subscriber gets every change from the moment it subscribed, in order, as
 ``(old, new, cause)``. Publishing never waits for a subscriber: each one has a bounded
-buffer (:data:`BUFFERED_CHANGES`). A subscriber that falls further behind loses the
+buffer (`BUFFERED_CHANGES`). A subscriber that falls further behind loses the
 *oldest* changes it has not read, and the next change it reads is stitched to the last
 one it saw — its ``old`` is the state that subscriber last saw and its cause starts with
 ``"missed N state changes; "`` — so every subscriber's sequence stays a chain
@@ -120,7 +120,8 @@ class StateFeed:
         await self._changed.wait()
 
     async def wait_for(self, states: frozenset[State], timeout: float | None) -> State:
-        """Wait until the state is one of ``states``; see :meth:`Relay.wait_state`."""
+        """Wait until the state is one of ``states``; see
+        [`Relay.wait_state`][trio_relay.Relay.wait_state]."""
         if not states:
             raise ValueError("wait_state needs at least one State")
         with trio.move_on_after(float("inf") if timeout is None else timeout):
@@ -187,15 +188,15 @@ class RelayStates:
         self.feed.publish(change)
 
     def subscribe(self) -> StateChanges:
-        """See :meth:`Relay.state_changes`."""
+        """See [`Relay.state_changes`][trio_relay.Relay.state_changes]."""
         return self.feed.subscribe()
 
     async def wait_state(self, states: frozenset[State], timeout: float | None) -> State:
-        """See :meth:`Relay.wait_state`."""
+        """See [`Relay.wait_state`][trio_relay.Relay.wait_state]."""
         return await self.feed.wait_for(states, timeout)
 
     async def wait_connected(self, timeout: float | None) -> None:
-        """See :meth:`Relay.wait_connected`."""
+        """See [`Relay.wait_connected`][trio_relay.Relay.wait_connected]."""
         try:
             await self.feed.wait_for(frozenset({State.CONNECTED}), timeout)
         except TimeoutError:

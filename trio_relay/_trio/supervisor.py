@@ -1,8 +1,8 @@
 """The redial loop: dial → serve → ask the lifecycle → wait → dial.
 
 Every decision (redial or stop, how long to wait, which state follows, what to log and
-at which level) is :class:`~trio_relay._core.lifecycle.Lifecycle`'s; this loop carries
-them out: it serves one link at a time through :func:`serve_connection`, sleeps the
+at which level) is `Lifecycle`'s; this loop carries
+them out: it serves one link at a time through `serve_connection`, sleeps the
 delay it is given, publishes the state changes and writes the log line.
 """
 
@@ -53,7 +53,7 @@ TASK_NAME = f"{__name__}.Supervisor.run"
 
 class HoldChanged:
     """Wakes the redial wait when a redial hold is placed or released, so that it looks
-    at the hold again (:class:`~trio_relay._core.lifecycle.RedialWait` decides)."""
+    at the hold again (`RedialWait` decides)."""
 
     __slots__ = ("_event",)  # no __dict__: one per relay
 
@@ -93,7 +93,7 @@ class Supervisor:
     telemetry: Telemetry | None = None
 
     def link_ended(self, end: ConnectionEnd, silence: float) -> None:
-        """A served link ended (the relay's ``on_end`` hook, before :meth:`run` asks the
+        """A served link ended (the relay's ``on_end`` hook, before `run` asks the
         lifecycle what next): feed the idle-cut rule ``silence``, the seconds it had
         received nothing before the end."""
         cut = end.code == ABNORMAL and not end.by_us and end.up_for is not None

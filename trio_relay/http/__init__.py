@@ -3,17 +3,22 @@
 An LLM provider that vanishes mid-stream (no FIN, no RST) leaves a plain HTTP client
 blocked on a read forever. Two layers fix that:
 
-* :func:`keepalive_client` / :func:`keepalive_sync_client` build an ``httpx2`` client
+* `keepalive_client` /
+`keepalive_sync_client` build an ``httpx2`` client
   (the client ``openai`` 3.x and ``anthropic`` 2.x take) whose every connection, proxied
-  ones included, carries the TCP keepalive options of a :class:`~trio_relay.KeepaliveConfig`,
+  ones included, carries the TCP keepalive options of a
+  [`KeepaliveConfig`][trio_relay.KeepaliveConfig],
   so the kernel fails the read once the peer has been silent for ``idle + interval *
-  count`` seconds. :func:`llm_client` / :func:`llm_sync_client` are the same with
+  count`` seconds. `llm_client` /
+  `llm_sync_client` are the same with
   timeouts fit for a model: no read timeout.
-* :func:`stall_timeout` / :func:`sync_stall_timeout` wrap a stream and give up when no
+* [`stall_timeout`][trio_relay.http.stall_timeout] /
+[`sync_stall_timeout`][trio_relay.http.sync_stall_timeout] wrap a stream and give up when no
   chunk arrives for a given time, for peers that are alive but stuck (keepalive probes
   are answered by the peer's kernel, not by the application).
 
-The ``httpx`` 0.28 family has the same functions in :mod:`trio_relay.http.httpx1`.
+The ``httpx`` 0.28 family has the same functions in
+`trio_relay.http.httpx1`.
 Neither family is a dependency of the relay: install ``trio_relay[httpx2]`` or
 ``trio_relay[httpx]``. The httpx2 functions are imported on first use, so this module
 (and its stall guards) also imports without httpx2.

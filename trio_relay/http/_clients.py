@@ -1,7 +1,8 @@
 """The four public client functions, written once for both httpx families.
 
-:mod:`trio_relay.http` (httpx2) and :mod:`trio_relay.http.httpx1` (httpx 0.28) each export
-the bound methods of one :class:`ClientFunctions` (as the standard library's ``random``
+[`trio_relay.http`][trio_relay.http] (httpx2) and
+`trio_relay.http.httpx1` (httpx 0.28) each export
+the bound methods of one `ClientFunctions` (as the standard library's ``random``
 exports the methods of its one ``Random``), typed with that family's client classes: the
 two families share one set of rules, defaults and docs, and cannot drift apart.
 """
@@ -53,10 +54,12 @@ class ClientFunctions(Generic[AsyncClientT, SyncClientT]):
         self, *, keepalive: KeepaliveConfig | None = None, **httpx_kwargs: Any
     ) -> AsyncClientT:
         """An ``AsyncClient`` whose TCP connections detect a dead peer (``httpx2``'s
-        from :mod:`trio_relay.http`, ``httpx``'s from :mod:`trio_relay.http.httpx1`).
+        from [`trio_relay.http`][trio_relay.http], ``httpx``'s from
+        `trio_relay.http.httpx1`).
 
         Takes the same keyword arguments as ``AsyncClient``. Every connection gets
-        ``keepalive.socket_options()`` (default :class:`KeepaliveConfig()`: idle 30 s, then
+        ``keepalive.socket_options()`` (default [`KeepaliveConfig`][trio_relay.KeepaliveConfig]:
+        idle 30 s, then
         3 probes 10 s apart). Give the result to an SDK, e.g.
         ``AsyncOpenAI(http_client=...)`` (one client per SDK client: closing the SDK closes
         it), or close it yourself (``async with`` or ``await client.aclose()``).
@@ -79,7 +82,7 @@ class ClientFunctions(Generic[AsyncClientT, SyncClientT]):
     def keepalive_sync_client(
         self, *, keepalive: KeepaliveConfig | None = None, **httpx_kwargs: Any
     ) -> SyncClientT:
-        """The blocking twin of :func:`keepalive_client`: a ``Client`` (for
+        """The blocking twin of `keepalive_client`: a ``Client`` (for
         ``OpenAI(http_client=...)``) with the same options, proxy handling and rules."""
         client: SyncClientT = self._family.sync_client(keepalive, httpx_kwargs)
         return client
@@ -93,13 +96,13 @@ class ClientFunctions(Generic[AsyncClientT, SyncClientT]):
         pool_timeout: float = LLM_POOL_TIMEOUT,
         **httpx_kwargs: Any,
     ) -> AsyncClientT:
-        """:func:`keepalive_client` with timeouts for an LLM provider.
+        """`keepalive_client` with timeouts for an LLM provider.
 
         Connect, write and pool timeouts, but **no read timeout**: a slow first token or a
         long pause in a stream is normal for a model, and a read timeout (httpx's default
         is 5 s) would kill it. A dead provider is found by keepalive instead (``idle +
         interval * count``, 60 s by default), and a stuck one by wrapping the stream in
-        :func:`~trio_relay.http.stall_timeout`. The SDKs use a client's own timeout when
+        [`stall_timeout`][trio_relay.http.stall_timeout]. The SDKs use a client's own timeout when
         it is not httpx's default, so ``AsyncOpenAI(http_client=llm_client())`` and
         ``AsyncAnthropic(http_client=llm_client())`` inherit these.
         """
@@ -116,8 +119,8 @@ class ClientFunctions(Generic[AsyncClientT, SyncClientT]):
         pool_timeout: float = LLM_POOL_TIMEOUT,
         **httpx_kwargs: Any,
     ) -> SyncClientT:
-        """The blocking twin of :func:`llm_client` (for ``OpenAI(http_client=...)``);
-        guard its streams with :func:`~trio_relay.http.sync_stall_timeout`."""
+        """The blocking twin of `llm_client` (for ``OpenAI(http_client=...)``);
+        guard its streams with [`sync_stall_timeout`][trio_relay.http.sync_stall_timeout]."""
         refuse_timeout(httpx_kwargs, "llm_sync_client")
         timeout = self._llm_timeout(connect_timeout, write_timeout, pool_timeout)
         return self.keepalive_sync_client(keepalive=keepalive, timeout=timeout, **httpx_kwargs)

@@ -1,8 +1,9 @@
 """One implementation of the keepalive clients, for both httpx families.
 
 ``httpx`` 0.28 (over ``httpcore`` 1) and ``httpx2`` (over ``httpcore2``) share one API,
-so a :class:`Family` is built from a client module and its httpcore, and the typed
-public functions (:mod:`trio_relay.http` for httpx2, :mod:`trio_relay.http.httpx1` for
+so a `Family` is built from a client module and its httpcore, and the typed
+public functions ([`trio_relay.http`][trio_relay.http] for httpx2,
+`trio_relay.http.httpx1` for
 httpx) are thin wrappers around it.
 
 Why a transport of our own: the keepalive options must reach *every* TCP connection,
@@ -10,7 +11,7 @@ proxied ones included. httpcore's proxy pools do not pass ``socket_options`` on 
 connections they open (httpcore 1, and httpcore2 before 2.17.0), but every connection
 (direct, through an HTTP proxy, tunnelled, SOCKS) is opened by the pool's *network
 backend*, and httpcore's pools take one as a public ``network_backend=`` argument.
-httpx's ``HTTPTransport`` does not expose that argument, so :class:`Family` builds the
+httpx's ``HTTPTransport`` does not expose that argument, so `Family` builds the
 httpcore pool itself, from public classes and arguments, with a backend that adds the
 options, and adapts requests, responses and exceptions between the two layers as a
 transport does. Nothing private is touched, so a new httpx release cannot silently drop

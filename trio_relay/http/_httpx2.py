@@ -1,5 +1,5 @@
 """The ``httpx2`` family (what ``openai`` 3.x and ``anthropic`` 2.x take): the typed
-public functions of :mod:`trio_relay.http`, documented in :mod:`._clients`. Imported only
+public functions of [`trio_relay.http`][trio_relay.http], documented in `._clients`. Imported only
 when one of them is first used, so ``import trio_relay`` works without httpx2 installed."""
 
 from __future__ import annotations

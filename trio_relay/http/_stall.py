@@ -25,7 +25,8 @@ _T = TypeVar("_T")
 
 
 class StreamStalled(Exception):
-    """A stream delivered nothing for longer than its :func:`stall_timeout`."""
+    """A stream delivered nothing for longer than its
+    [`stall_timeout`][trio_relay.http.stall_timeout]."""
 
     def __init__(self, seconds: float) -> None:
         super().__init__(
@@ -42,7 +43,8 @@ def _check(seconds: float) -> None:
 
 
 async def stall_timeout(source: AsyncIterable[_T], seconds: float) -> AsyncGenerator[_T, None]:
-    """Yield from ``source``, raising :exc:`StreamStalled` if any next item (the first
+    """Yield from ``source``, raising [`StreamStalled`][trio_relay.StreamStalled] if any next item
+    (the first
     included) takes more than ``seconds`` to arrive.
 
     For example ``async for chunk in stall_timeout(sdk_stream, 60): ...``, with an
@@ -75,7 +77,8 @@ _DONE = object()
 
 
 def sync_stall_timeout(source: Iterable[_T], seconds: float) -> Generator[_T, None, None]:
-    """The blocking twin of :func:`stall_timeout`, for blocking clients and SDKs
+    """The blocking twin of [`stall_timeout`][trio_relay.http.stall_timeout], for blocking clients
+    and SDKs
     (``for chunk in sync_stall_timeout(OpenAI(...).chat.completions.create(...,
     stream=True), 60)``).
 

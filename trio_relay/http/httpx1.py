@@ -2,7 +2,7 @@
 ``httpx.AsyncClient`` / ``httpx.Client`` (``openai`` 1.x, ``anthropic`` 0.x, ...).
 
 Install with ``pip install 'trio_relay[httpx]'``. Every function behaves exactly as its
-namesake in :mod:`trio_relay.http` (same keepalive options, proxy handling, kwargs
+namesake in [`trio_relay.http`][trio_relay.http] (same keepalive options, proxy handling, kwargs
 rules and timeouts); only the client class differs::
 
     from trio_relay.http.httpx1 import llm_client

@@ -4,15 +4,17 @@ docs/protocol.md, with every fault a gateway must survive one method call away.
 It serves tests (the library's and its users'), the benchmarks and the
 ``trio-relay connector`` command, so it is built like a real server, not a mock: real
 TCP on loopback, real trio-websocket framing, replies batched through the same
-:class:`~trio_relay._trio.connection.outbox.Outbox` the gateway uses, frames decoded with the same
+`Outbox` the gateway uses, frames decoded with the same
 sans-I/O codec. What makes it a *testing* connector is that it records what it saw and
 lets the caller misbehave on purpose: close with any code, reset TCP, fall silent, delay,
 withhold or drop results, refuse or revoke authentication, stop and restart listening.
 
-Structure: :class:`~._protocol.ConnectorProtocol` (what frames mean, what is recorded)
-is the base; :class:`ReferenceConnector` adds the listener, the live sessions and the
-fault controls. Each TCP connection is a :class:`~._session.Session` with its own
-nursery; the listener and all sessions live in the nursery of :func:`open_connector`.
+Structure: `ConnectorProtocol` (what frames mean, what is recorded)
+is the base; [`ReferenceConnector`][trio_relay.testing.ReferenceConnector] adds the listener, the
+live sessions and the
+fault controls. Each TCP connection is a [`Session`][trio_relay.testing.Session] with its own
+nursery; the listener and all sessions live in the nursery of
+[`open_connector`][trio_relay.testing.open_connector].
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ MAX_QUEUED_FRAMES = 1 << 20
 
 
 class ReferenceConnector(ConnectorProtocol):
-    """A running connector; obtain one from :func:`open_connector`.
+    """A running connector; obtain one from [`open_connector`][trio_relay.testing.open_connector].
 
     Fault methods act on the *current* session (the latest one still open) unless given
     a session, and raise ``RuntimeError`` when there is none. ``kills`` holds the
@@ -157,7 +159,8 @@ class ReferenceConnector(ConnectorProtocol):
         self._target(session).ignore_pings(ignore)
 
     def resume_session(self, session: Session | None = None) -> None:
-        """Undo :meth:`go_silent`; bytes that arrived meanwhile are processed then."""
+        """Undo [`go_silent`][trio_relay.testing.ReferenceConnector.go_silent]; bytes that arrived
+        meanwhile are processed then."""
         self._target(session).resume()
 
     def delay_results(self, seconds: float) -> None:
@@ -165,7 +168,8 @@ class ReferenceConnector(ConnectorProtocol):
         self.results.delay = seconds
 
     def withhold_results(self) -> None:
-        """Hold ``outbound_result`` frames until :meth:`release_results`."""
+        """Hold ``outbound_result`` frames until
+        [`release_results`][trio_relay.testing.ReferenceConnector.release_results]."""
         self.results.withholding = True
 
     def release_results(self) -> None:
@@ -211,7 +215,8 @@ class ReferenceConnector(ConnectorProtocol):
 
     async def stop(self, *, abort: bool = True) -> None:
         """Stop listening and end every session: a reset if ``abort``, else a 1001
-        close. Returns once every session is over; :meth:`start` listens again."""
+        close. Returns once every session is over;
+        [`start`][trio_relay.testing.ReferenceConnector.start] listens again."""
         self.kills.append(time.monotonic())
         await self._shutdown(abort=abort)
 
@@ -283,7 +288,8 @@ class ReferenceConnector(ConnectorProtocol):
 def open_connector(options: ConnectorOptions) -> AbstractAsyncContextManager[ReferenceConnector]:
     """Run a reference connector listening on ``host:port`` for the block's duration.
 
-    The keywords are the fields of :class:`ConnectorOptions`: ``secrets`` (gateway id
+    The keywords are the fields of [`ConnectorOptions`][trio_relay.testing.ConnectorOptions]:
+    ``secrets`` (gateway id
     -> secret) turns on upgrade authentication, checked against ``clock()`` (unix
     seconds); ``descriptors`` overrides descriptor keys per platform;
     ``outbound_handler`` answers valid ``outbound`` frames instead of the built-in
@@ -338,7 +344,8 @@ def _first_interrupt(group: BaseExceptionGroup[BaseException]) -> BaseException 
 
 @dataclass(frozen=True, kw_only=True)
 class ServeOptions(ConnectorOptions):
-    """:class:`ConnectorOptions` plus trio's ``task_status`` for ``nursery.start``."""
+    """[`ConnectorOptions`][trio_relay.testing.ConnectorOptions] plus trio's ``task_status`` for
+    ``nursery.start``."""
 
     task_status: trio.TaskStatus[ReferenceConnector] = trio.TASK_STATUS_IGNORED
 
@@ -346,7 +353,8 @@ class ServeOptions(ConnectorOptions):
 @takes_options(ServeOptions)
 def serve_connector(options: ServeOptions) -> Coroutine[Any, Any, NoReturn]:
     """Serve until cancelled; ``await nursery.start(serve_connector, ...)`` returns the
-    listening :class:`ReferenceConnector`. Takes the keywords of :func:`open_connector`.
+    listening [`ReferenceConnector`][trio_relay.testing.ReferenceConnector]. Takes the keywords of
+    [`open_connector`][trio_relay.testing.open_connector].
     Prints nothing."""
     return _serve_forever(options)
 

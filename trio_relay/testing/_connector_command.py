@@ -1,8 +1,8 @@
 """The ``trio-relay connector`` command: its options, and a connector serving a
 terminal (or a script) until Ctrl-C.
 
-:mod:`trio_relay.cli` owns the command line and Ctrl-C; this module adds the
-``connector`` options to its parser and runs the command (see :mod:`._console` for what
+`trio_relay.cli` owns the command line and Ctrl-C; this module adds the
+``connector`` options to its parser and runs the command (see `._console` for what
 the lines on standard input mean).
 """
 

@@ -12,8 +12,8 @@ reads them from a file and waits for the agent to finish each turn before the ne
     sleep 0.5                 (scripts) waits half a second
     # anything                a comment
 
-Parsing (:func:`parse`) is plain; :class:`Console` carries the commands out on a
-:class:`~._connector.ReferenceConnector`.
+Parsing (`parse`) is plain; `Console` carries the commands out on a
+[`ReferenceConnector`][trio_relay.testing.ReferenceConnector].
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class NotUnderstood(ValueError):
 
 def parse(line: str) -> Command | None:
     """The command on ``line``; ``None`` for a blank line or a comment. Raises
-    :class:`NotUnderstood` (saying what would be) for anything else."""
+    `NotUnderstood` (saying what would be) for anything else."""
     stripped = line.strip()
     if not stripped or stripped.startswith("#"):
         return None
@@ -118,7 +118,7 @@ class Console:
         print(line, file=self.out, flush=True)
 
     def run(self, command: Command) -> None:
-        """Carry out ``command`` at once (``Sleep`` is for :meth:`replay`)."""
+        """Carry out ``command`` at once (``Sleep`` is for `replay`)."""
         connector = self.connector
         if isinstance(command, Say):
             if command.chat_id not in self.chats:

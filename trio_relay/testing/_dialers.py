@@ -17,8 +17,9 @@ socket (a request's direct write included)::
         dialer.dials          # the trio.current_time() of every dial attempt
         dialer.direct_writes  # writes the relay made without waiting (send_nowait)
 
-:class:`MemoryDialer` connects the relay to an in-process server over a
-:func:`memory_stream_pair` — no socket at all — for a server written in the test
+[`MemoryDialer`][trio_relay.testing.MemoryDialer] connects the relay to an in-process server over a
+[`memory_stream_pair`][trio_relay.testing.memory_stream_pair] — no socket at all — for a server
+written in the test
 (hand-made HTTP answers, hostile frames).
 """
 
@@ -56,7 +57,7 @@ class ClientFrames:
         return payloads
 
     def peek(self, data: bytes) -> list[bytes]:
-        """What :meth:`feed` would return for ``data``, without consuming it."""
+        """What `feed` would return for ``data``, without consuming it."""
         return _parse(self._buffer + data, self._in_upgrade)[0]
 
 
@@ -94,10 +95,13 @@ def _parse(buffer: bytes, in_upgrade: bool) -> tuple[list[bytes], bytes, bool]:
 
 
 class FaultStream(trio.abc.Stream):
-    """A stream whose faults its :class:`FaultDialer` switches on and off.
+    """A stream whose faults its [`FaultDialer`][trio_relay.testing.FaultDialer] switches on and
+    off.
 
-    It has the relay's stream interface, direct write included: :meth:`send_nowait`
-    honours every fault as :meth:`send_all` does (a reset or failing writes raise, held
+    It has the relay's stream interface, direct write included:
+    [`send_nowait`][trio_relay.testing.FaultStream.send_nowait]
+    honours every fault as `send_all` does (a reset or
+    failing writes raise, held
     writes take nothing, a stall swallows the bytes), so under a fault the relay takes
     the same write path as on a real socket."""
 
@@ -227,7 +231,7 @@ class FaultDialer:
         """``inner``: the dialer underneath; ``None`` is the real one, built from
         ``config`` (its proxy, ``ssl_context`` and keepalive; the defaults when
         ``config`` is ``None``). ``tap``: told of every WebSocket frame the client
-        writes (see :data:`WriteTap`)."""
+        writes (see `WriteTap`)."""
         self._inner: Dialer = inner or TcpDialer.from_config(config or RelayConfig())
         self.tap = tap
         self.dials: list[float] = []
@@ -278,7 +282,8 @@ class FaultDialer:
             await stream.reset()
 
     def stall(self) -> None:
-        """Blackhole every stream: nothing arrives, writes vanish (until :meth:`resume`)."""
+        """Blackhole every stream: nothing arrives, writes vanish (until
+        `resume`)."""
         self.stalled = True
         self._resumed = trio.Event()
 
@@ -290,7 +295,9 @@ class FaultDialer:
         return self._resumed
 
     def hold_writes(self) -> None:
-        """Block every write until :meth:`release_writes` (a peer that stopped reading:
+        """Block every write until
+        `release_writes` (a peer that stopped
+        reading:
         its receive window is full); reads go on."""
         self.writes_held = True
         self._released = trio.Event()
@@ -307,7 +314,8 @@ class FaultDialer:
 ServerHandler = Callable[[trio.abc.Stream], Awaitable[None]]
 
 MEMORY_WINDOW = 64 * 1024
-"""What a :class:`MemoryStream` holds unread in each direction before a write waits:
+"""What a [`MemoryStream`][trio_relay.testing.MemoryStream] holds unread in each direction before a
+write waits:
 the order of a loopback socket's send buffer."""
 
 
@@ -332,8 +340,9 @@ class _Direction:
 class MemoryStream(trio.abc.Stream):
     """One end of an in-memory byte stream with the relay's stream interface: like a
     loopback socket, each direction holds at most ``window`` unread bytes, so
-    :meth:`send_nowait` takes what fits (maybe 0) and :meth:`send_all` waits for room.
-    Made in pairs by :func:`memory_stream_pair`."""
+    [`send_nowait`][trio_relay.testing.MemoryStream.send_nowait] takes what fits (maybe 0) and
+    `send_all` waits for room.
+    Made in pairs by [`memory_stream_pair`][trio_relay.testing.memory_stream_pair]."""
 
     def __init__(self, incoming: _Direction, outgoing: _Direction, window: int) -> None:
         self._in = incoming
@@ -403,14 +412,16 @@ class MemoryStream(trio.abc.Stream):
 
 
 def memory_stream_pair(window: int = MEMORY_WINDOW) -> tuple[MemoryStream, MemoryStream]:
-    """Two connected :class:`MemoryStream` ends (what one writes, the other reads)."""
+    """Two connected [`MemoryStream`][trio_relay.testing.MemoryStream] ends (what one writes, the
+    other reads)."""
     one, two = _Direction(), _Direction()
     return MemoryStream(one, two, window), MemoryStream(two, one, window)
 
 
 class MemoryDialer:
     """Connects each dial to ``handler(server_stream)``, run in ``nursery``, over an
-    in-memory stream pair (:func:`memory_stream_pair`); ``endpoint`` is ignored, and
+    in-memory stream pair ([`memory_stream_pair`][trio_relay.testing.memory_stream_pair]);
+    ``endpoint`` is ignored, and
     there is no TLS. ``window``: the bytes each direction holds unread before a
     write waits."""
 

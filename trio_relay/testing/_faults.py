@@ -1,7 +1,7 @@
 """The reference connector's controllable behaviour: who may connect, how results flow.
 
-:class:`UpgradePolicy` decides each upgrade (path, bearer token, revocations, injected
-refusals); :class:`ResultPolicy` decides what happens to each ``outbound_result``
+`UpgradePolicy` decides each upgrade (path, bearer token, revocations, injected
+refusals); `ResultPolicy` decides what happens to each ``outbound_result``
 (sent now, delayed, withheld until released, dropped, or lost for chosen actions).
 Both are plain state that the connector's public fault methods flip; neither does I/O
 itself.

@@ -1,7 +1,7 @@
 """One readable line per frame, for people watching a connector at work.
 
 ``trio-relay connector`` prints every frame it receives (``<-``) and sends (``->``)
-through :func:`describe`: the frame type, then what a person wants to know about it
+through `describe`: the frame type, then what a person wants to know about it
 (the op and chat of a request, the outcome of a result, who wrote what in an inbound)
 instead of the raw JSON. Plain functions: no I/O.
 """

@@ -4,14 +4,14 @@
 (the gateway's relevance policy, recorded), each behind the same bearer token as the
 upgrade.
 
-A connection's first request decides what it is: :meth:`HttpRoutes.serve` reads the
+A connection's first request decides what it is: `HttpRoutes.serve` reads the
 request head (with h11); a plain request to one of these paths is served here, on that
 connection, for as long as the client keeps it alive; anything else (the WebSocket
 upgrade) is handed back untouched, bytes and all, to the WebSocket server.
 
-Faults for tests: :meth:`HttpRoutes.fail_next` (answer with a status, e.g. 503, a number
-of times), :meth:`HttpRoutes.stall_next_download` (send half the body, then nothing),
-:meth:`HttpRoutes.redirect` (answer a media id with a redirect elsewhere).
+Faults for tests: `HttpRoutes.fail_next` (answer with a status, e.g. 503, a number
+of times), `HttpRoutes.stall_next_download` (send half the body, then nothing),
+`HttpRoutes.redirect` (answer a media id with a redirect elsewhere).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ ANONYMOUS = "anonymous"
 
 
 class RewindableStream(Protocol):
-    """What :meth:`HttpRoutes.serve` needs of a stream: bytes in and out, and a way to
+    """What `HttpRoutes.serve` needs of a stream: bytes in and out, and a way to
     put back bytes it read so that the WebSocket server reads them first."""
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray: ...

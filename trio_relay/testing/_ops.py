@@ -2,7 +2,7 @@
 "Outbound actions").
 
 One row per op: its fields, which are required, what each must hold, and what kind of
-result a success carries. :func:`check_action` turns an action into the reason it is
+result a success carries. `check_action` turns an action into the reason it is
 refused (naming the field), or ``None`` when the connector may carry it out. A real
 connector refuses a malformed action rather than guess; the reference connector does the
 same, so a gateway's bug shows up in its tests and not in production.

@@ -1,8 +1,9 @@
 """The reference connector's options: one definition, shared by every entry point.
 
-:func:`~._connector.open_connector` and :func:`~._connector.serve_connector` take the
-same keywords; both get them from :class:`ConnectorOptions` through
-:func:`takes_options`, so a new option is added here, once, and both entry points (and
+[`open_connector`][trio_relay.testing.open_connector] and
+[`serve_connector`][trio_relay.testing.serve_connector] take the
+same keywords; both get them from [`ConnectorOptions`][trio_relay.testing.ConnectorOptions] through
+`takes_options`, so a new option is added here, once, and both entry points (and
 their type signatures) have it.
 """
 
@@ -67,7 +68,8 @@ Opts = TypeVar("Opts", bound=ConnectorOptions)
 
 
 def takes_options(options: Callable[P, Opts]) -> Callable[[Callable[[Opts], T]], Callable[P, T]]:
-    """Give a function of one options object (:class:`ConnectorOptions` or a subclass)
+    """Give a function of one options object
+    ([`ConnectorOptions`][trio_relay.testing.ConnectorOptions] or a subclass)
     the keywords of that class."""
 
     def decorate(fn: Callable[[Opts], T]) -> Callable[P, T]:

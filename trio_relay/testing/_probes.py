@@ -63,7 +63,8 @@ def trim_heap() -> None:
 
 def rss_bytes(*, trim: bool = False) -> int | None:
     """This process's resident set size in bytes (``VmRSS`` of ``/proc/self/status``),
-    or None where that cannot be read. ``trim``: :func:`trim_heap` first."""
+    or None where that cannot be read. ``trim``: [`trim_heap`][trio_relay.testing.trim_heap]
+    first."""
     if trim:
         trim_heap()
     try:

@@ -1,10 +1,10 @@
 """The connector side of the relay protocol: what each gateway frame means, and what
 the reference connector records about it.
 
-:class:`ConnectorProtocol` is the half of the reference connector that sockets never
-touch: it admits upgrades (through :class:`~._faults.UpgradePolicy`), answers ``hello``
+`ConnectorProtocol` is the half of the reference connector that sockets never
+touch: it admits upgrades (through `UpgradePolicy`), answers ``hello``
 with descriptors and replays the durable buffer, checks and answers ``outbound``
-(through :mod:`._ops` and :class:`~._faults.ResultPolicy`), takes acks, and records
+(through `._ops` and `ResultPolicy`), takes acks, and records
 everything so tests can wait on it. Dispatch is synchronous and runs on the session's
 reader: only user-supplied outbound handlers get a task of their own, so a slow handler
 never stalls the reader.
@@ -91,7 +91,8 @@ def live_descriptor(
     extra_ops: tuple[str, ...] = (),
 ) -> JsonObject:
     """Descriptor keys for the newer capabilities, to pass (per platform) as
-    ``descriptors`` to :func:`open_connector`: ``drafts`` advertises live cards
+    ``descriptors`` to [`open_connector`][trio_relay.testing.open_connector]: ``drafts`` advertises
+    live cards
     (``supports_draft_streaming`` and the ``draft`` op), ``stream_is_message`` sets
     ``draft_stream_is_message`` (``None`` leaves it out: the platform name decides),
     ``block_formatting`` sets ``supports_block_formatting``, ``task_cards`` adds the
@@ -144,7 +145,8 @@ class ConnectorProtocol:
         """Every live card (``draft`` stream) carried out, with its seal's tombstone."""
         self.refusals: dict[str, list[ActionRefusal]] = {}
         """op -> refusals the next valid actions of that op get instead of being
-        carried out (see :meth:`refuse_actions`)."""
+        carried out (see
+        [`refuse_actions`][trio_relay.testing.ReferenceConnector.refuse_actions])."""
         self._injected = itertools.count(1)
         self._handshaken: list[Session] = []
         self._changed = trio.lowlevel.ParkingLot()
@@ -172,7 +174,8 @@ class ConnectorProtocol:
         return self.chats.transcript(chat_id)
 
     def transcript_text(self, chat_id: str) -> str:
-        """:meth:`transcript` as text, one line an entry."""
+        """[`transcript`][trio_relay.testing.ReferenceConnector.transcript] as text, one line an
+        entry."""
         return "".join(f"{entry}\n" for entry in self.chats.transcript(chat_id))
 
     def refuse_actions(
@@ -327,7 +330,8 @@ class ConnectorProtocol:
         return "relay"
 
     def buffer_passthrough(self, forward: JsonObject, *, gateway_id: str = ANONYMOUS) -> str:
-        """Like :meth:`buffer_inbound`, for a ``passthrough_forward``."""
+        """Like [`buffer_inbound`][trio_relay.testing.ReferenceConnector.buffer_inbound], for a
+        ``passthrough_forward``."""
         frame = self.buffer.add(gateway_id, lambda bid: PassthroughFrame(forward, bid))
         self._deliver_now(gateway_id, frame)
         assert isinstance(frame, PassthroughFrame) and frame.buffer_id is not None

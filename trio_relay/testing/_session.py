@@ -1,14 +1,14 @@
 """One WebSocket session of the reference connector: the socket, its tasks, its end.
 
-A :class:`Session` owns everything one accepted TCP connection needs: the raw
+A [`Session`][trio_relay.testing.Session] owns everything one accepted TCP connection needs: the raw
 ``trio.SocketStream`` (so a test can reset it or make it fall silent), the
-trio-websocket connection layered on a :class:`GatedStream`, an :class:`Outbox` with its
+trio-websocket connection layered on a `GatedStream`, an `Outbox` with its
 writer task, and a nursery that holds all of them. However the session ends (the peer
 closes, the socket dies, the connector closes or resets it) the nursery is cancelled, so
 nothing of it outlives the socket.
 
 This module knows nothing of the relay protocol beyond "payloads in, lines out": the
-connector decides what an upgrade is worth (:class:`Admission`) and what a payload means.
+connector decides what an upgrade is worth (`Admission`) and what a payload means.
 """
 
 from __future__ import annotations

@@ -7,12 +7,14 @@ veth pair::
     this process (root namespace)             processes in namespace NS
     host_device  10.231.X.Y+1/30  <-- veth -->  peer_device  10.231.X.Y+2/30
 
-and :meth:`NetnsHost.vanish` puts a ``blackhole`` qdisc on the egress of both ends: every
+and [`NetnsHost.vanish`][trio_relay.testing.netns.NetnsHost.vanish] puts a ``blackhole`` qdisc on
+the egress of both ends: every
 packet in either direction is dropped, carriers stay up, and neither side gets a FIN, RST
 or ICMP error, which is what a powered-off peer or a NAT that forgot the flow looks like.
 (``blackhole`` is built into any kernel with traffic control; ``netem`` often is not.)
 
-Needs root and iproute2 (``ip``, ``tc``); :func:`unavailable` says why not, when not.
+Needs root and iproute2 (``ip``, ``tc``); [`unavailable`][trio_relay.testing.netns.unavailable]
+says why not, when not.
 The one harness serves two kinds of caller:
 
 - **Trio code (the tests)**: ``async with open_netns_host() as host``, then
@@ -133,8 +135,9 @@ class NetnsProcess:
 
 
 class NetnsHost:
-    """One namespace with a veth link to ours. Build it with :func:`open_netns_host`
-    (Trio) or :func:`netns_host` (synchronous)."""
+    """One namespace with a veth link to ours. Build it with
+    [`open_netns_host`][trio_relay.testing.netns.open_netns_host]
+    (Trio) or [`netns_host`][trio_relay.testing.netns.netns_host] (synchronous)."""
 
     def __init__(self, index: int) -> None:
         subnet = _subnet(index)
@@ -181,17 +184,20 @@ class NetnsHost:
         return time.monotonic()
 
     def restore_sync(self) -> None:
-        """Undo :meth:`vanish_sync`: the link carries packets again (idempotent)."""
+        """Undo [`vanish_sync`][trio_relay.testing.netns.NetnsHost.vanish_sync]: the link carries
+        packets again (idempotent)."""
         _ip("tc", "qdisc", "del", "dev", self.host_device, "root", check=False)
         _ip(*self.exec_prefix, "tc", "qdisc", "del", "dev", self.peer_device, "root",
             check=False)  # fmt: skip
 
     async def vanish(self) -> None:
-        """:meth:`vanish_sync` from Trio code (in a worker thread)."""
+        """[`vanish_sync`][trio_relay.testing.netns.NetnsHost.vanish_sync] from Trio code (in a
+        worker thread)."""
         await trio.to_thread.run_sync(self.vanish_sync)
 
     async def restore(self) -> None:
-        """:meth:`restore_sync` from Trio code (in a worker thread)."""
+        """[`restore_sync`][trio_relay.testing.netns.NetnsHost.restore_sync] from Trio code (in a
+        worker thread)."""
         await trio.to_thread.run_sync(self.restore_sync)
 
     # --- building and tearing down -----------------------------------------------------
@@ -214,7 +220,8 @@ class NetnsHost:
 
     def destroy(self) -> None:
         """Delete the link and the namespace. Safe to call repeatedly and after a
-        half-finished :meth:`create`; only what this host created is deleted (a name clash
+        half-finished [`create`][trio_relay.testing.netns.NetnsHost.create]; only what this host
+        created is deleted (a name clash
         must not delete someone else's link)."""
         if self._link_created:
             # Deleting one end of a veth pair deletes both.
@@ -265,8 +272,10 @@ def _build(euid: int | None) -> NetnsHost:
 async def open_netns_host(*, euid: int | None = None) -> AsyncIterator[NetnsHost]:
     """Create a namespace peer, yield it, and tear everything down on exit (Trio).
 
-    Raises :class:`NetnsUnavailable` (with the reason) when this machine cannot do it;
-    ``euid`` is passed to :func:`unavailable` (None: this process's own).
+    Raises [`NetnsUnavailable`][trio_relay.testing.netns.NetnsUnavailable] (with the reason) when
+    this machine cannot do it;
+    ``euid`` is passed to [`unavailable`][trio_relay.testing.netns.unavailable] (None: this
+    process's own).
     """
     host = await trio.to_thread.run_sync(_build, euid)
     try:
@@ -279,8 +288,10 @@ async def open_netns_host(*, euid: int | None = None) -> AsyncIterator[NetnsHost
 
 @contextmanager
 def netns_host(*, euid: int | None = None) -> Iterator[NetnsHost]:
-    """:func:`open_netns_host` for synchronous callers; start processes in it with
-    :attr:`NetnsHost.exec_prefix` (they are the caller's to stop)."""
+    """[`open_netns_host`][trio_relay.testing.netns.open_netns_host] for synchronous callers; start
+    processes in it with
+    [`NetnsHost.exec_prefix`][trio_relay.testing.netns.NetnsHost.exec_prefix] (they are the
+    caller's to stop)."""
     host = _build(euid)
     try:
         yield host

@@ -3,13 +3,13 @@ outbound, format hints kept only where the platform renders them, drafts never s
 after their seal, text sent in pieces that fit, streaming replies, task cards, prompts,
 typing, and handlers that get the relay.
 
-:class:`AdapterPlane` is what :class:`~trio_relay._trio.relay.Relay` delegates to: each
+`AdapterPlane` is what [`Relay`][trio_relay.Relay] delegates to: each
 of the relay's adapter methods (``send_text``, ``stream_reply``, ``task_card``,
 ``ask``, ``typing``, ``descriptor_for``) is one call here, passing the relay as the narrow
-:class:`~trio_relay._trio.adapter.port.RelayPort` it is written against (so nothing in
+`RelayPort` it is written against (so nothing in
 ``adapter/`` imports the relay). It plugs into the inbound pipeline twice: routes are
 recorded by a pre-handler step (in the message's lane, before ``on_message``), prompt
-answers are taken by an intercept at submit (see :mod:`~trio_relay._trio.adapter.prompts`
+answers are taken by an intercept at submit (see `prompts`
 for why that one cannot wait for the lane).
 """
 
@@ -228,7 +228,7 @@ class AdapterPlane:
     # --- the relay's adapter methods (see their docstrings on Relay) ------------------
 
     def descriptor_for(self, relay: RelayPort, chat_id: str) -> Descriptor | None:
-        """See :meth:`Relay.descriptor_for`."""
+        """See [`Relay.descriptor_for`][trio_relay.Relay.descriptor_for]."""
         descriptor = descriptor_of_platform(relay, self.platform_of(chat_id))
         if descriptor is not None:
             return descriptor
@@ -245,7 +245,7 @@ class AdapterPlane:
         reply_to: str | None = None,
         format_hints: Mapping[str, Any] | None = None,
     ) -> list[Outcome]:
-        """See :meth:`Relay.send_text`."""
+        """See [`Relay.send_text`][trio_relay.Relay.send_text]."""
         descriptor = self.descriptor_for(relay, chat_id)
         pieces = (
             descriptor.split_text(text) if descriptor is not None else ([text] if text else [])
@@ -262,7 +262,7 @@ class AdapterPlane:
         reply_to: str | None = None,
         format_hints: Mapping[str, Any] | None = None,
     ) -> AbstractAsyncContextManager[StreamReply]:
-        """See :meth:`Relay.stream_reply`."""
+        """See [`Relay.stream_reply`][trio_relay.Relay.stream_reply]."""
         return open_stream_reply(
             relay,
             chat_id,
@@ -275,7 +275,7 @@ class AdapterPlane:
     def task_card(
         self, relay: RelayPort, chat_id: str, *, reply_to: str | None = None
     ) -> AbstractAsyncContextManager[TaskCard]:
-        """See :meth:`Relay.task_card`."""
+        """See [`Relay.task_card`][trio_relay.Relay.task_card]."""
         return open_task_card(relay, chat_id, reply_to=reply_to, close_timeout=self._close_timeout)
 
     async def ask(
@@ -289,13 +289,13 @@ class AdapterPlane:
         timeout: float | None,
         reply_to: str | None,
     ) -> PromptAnswer | None:
-        """See :meth:`Relay.ask`."""
+        """See [`Relay.ask`][trio_relay.Relay.ask]."""
         return await self.prompts.ask(
             relay, chat_id, question, options, kind=kind, timeout=timeout, reply_to=reply_to
         )
 
     async def typing(self, relay: RelayPort, chat_id: str, *, status: str | None) -> Outcome:
-        """See :meth:`Relay.typing`."""
+        """See [`Relay.typing`][trio_relay.Relay.typing]."""
         action: dict[str, Any] = {"op": "typing", "chat_id": chat_id}
         if status is not None:
             action["content"] = status

@@ -1,9 +1,9 @@
 """What the adapter plane needs of a relay: the narrow interface it is written against.
 
 The adapter plane (``send_text``, ``stream_reply``, ``ask``) sits above the relay and
-reaches it only through :class:`RelayPort`, so nothing in ``adapter/`` imports the
+reaches it only through `RelayPort`, so nothing in ``adapter/`` imports the
 relay's module and the relay can import the plane without an import cycle.
-:class:`~trio_relay.Relay` satisfies it.
+[`Relay`][trio_relay.Relay] satisfies it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["RelayPort"]
 
 
 class RelayPort(Protocol):
-    """The relay as the adapter plane sees it (see :class:`trio_relay.Relay`)."""
+    """The relay as the adapter plane sees it (see [`trio_relay.Relay`][trio_relay.Relay])."""
 
     descriptors: dict[str, Descriptor]
     default_platform: str | None

@@ -1,6 +1,6 @@
-"""Prompts you can await: :meth:`Relay.ask` (docs/protocol.md, "Prompts").
+"""Prompts you can await: [`Relay.ask`][trio_relay.Relay.ask] (docs/protocol.md, "Prompts").
 
-:class:`PromptBroker` mints prompt ids and matches the answers to the callers waiting
+`PromptBroker` mints prompt ids and matches the answers to the callers waiting
 for them. Answers are taken off the inbound stream *at submit*, before the lanes: a
 handler that asks a question and awaits the press holds its chat's lane, and the press
 arrives in that same chat, so matching it in the lane would wait for the handler that is
@@ -59,7 +59,7 @@ class PromptBroker:
     """Open prompts of one relay and the inbound that answers them.
 
     ``token`` makes the 8-hex part of each id (injectable for tests); ``nonce``
-    defaults to :data:`PROCESS_NONCE`.
+    defaults to `PROCESS_NONCE`.
     """
 
     # No __dict__: one per relay (or per connection), held for its whole life.
@@ -138,7 +138,7 @@ class PromptBroker:
         timeout: float | None,
         reply_to: str | None,
     ) -> PromptAnswer | None:
-        """See :meth:`Relay.ask`."""
+        """See [`Relay.ask`][trio_relay.Relay.ask]."""
         if kind not in PROMPT_KINDS:
             raise ValueError(f"prompt kind must be one of {sorted(PROMPT_KINDS)}, got {kind!r}")
         normalized = normalize_options(options)

@@ -24,7 +24,7 @@ FORMAT_HINTS = "format_hints"
 
 def with_format_hints(action: dict[str, Any], hints: Mapping[str, Any] | None) -> dict[str, Any]:
     """``action`` with ``metadata.format_hints`` set to ``hints`` (as given) when there
-    are any; :meth:`AdapterPlane.route` strips them again for a platform that would
+    are any; `AdapterPlane.route` strips them again for a platform that would
     not render them."""
     if hints is not None:
         action["metadata"] = {**action.get("metadata", {}), FORMAT_HINTS: dict(hints)}

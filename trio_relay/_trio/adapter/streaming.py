@@ -1,4 +1,5 @@
-"""Streaming replies: :meth:`Relay.stream_reply` (``typing``, ``send``, throttled
+"""Streaming replies: [`Relay.stream_reply`][trio_relay.Relay.stream_reply] (``typing``, ``send``,
+throttled
 ``edit``s; or ``draft`` frames, a live card; docs/protocol.md, op table and "Live
 cards").
 
@@ -6,7 +7,7 @@ While a reply is being written, the user sees a typing indicator until the first
 repeated within the platform's typing lifetime. The first text is sent at once; as it
 grows the message is edited, at most every ``edit_interval`` seconds, so a fast model
 does not hit the platform's rate limits. A message that reaches ``max_message_length``
-is finalised (cut where :func:`~trio_relay._core.text.first_piece` says) and the text
+is finalised (cut where `first_piece` says) and the text
 continues in a new message. On exit a final edit shows the whole text. A platform
 without ``edit`` gets one message per finished piece instead, with typing shown until
 the last one is out.
@@ -20,12 +21,14 @@ Failures, and why they are handled so:
   written after it goes to a new message.
 - A **definite send failure** (nothing left) is retried at the next flush, unless the
   connector itself refused (``success: false``, e.g. egress declined): then the reply
-  stops sending and :attr:`StreamReply.failed` says why.
+  stops sending and [`StreamReply.failed`][trio_relay.StreamReply.failed] says why.
 
 **Live cards.** Where the chat's descriptor has ``supports_draft_streaming`` and lists
-``draft`` (:attr:`Descriptor.live_cards`), the reply streams as ``draft`` frames
+``draft`` ([`Descriptor.live_cards`][trio_relay.Descriptor.live_cards]), the reply streams as
+``draft`` frames
 instead, each with the whole text so far, at most every ``edit_interval``, under one
-``draft_id``. Where the stream is the message (:attr:`Descriptor.stream_is_message`)
+``draft_id``. Where the stream is the message
+([`Descriptor.stream_is_message`][trio_relay.Descriptor.stream_is_message])
 the block ends with a seal (``final: true``); elsewhere the draft is a preview and the
 block ends with an ordinary ``send``. Why each failure is handled so:
 
@@ -87,7 +90,8 @@ _draft_ids = itertools.count(1)
 
 
 class StreamReply:
-    """One reply being streamed into a chat; get it from :meth:`Relay.stream_reply`.
+    """One reply being streamed into a chat; get it from
+    [`Relay.stream_reply`][trio_relay.Relay.stream_reply].
 
     After the block, ``message_ids`` holds the ids of the messages the reply used, in
     order (a message whose send was ambiguous has none), ``outcomes`` every send, edit,
@@ -469,7 +473,7 @@ async def open_stream_reply(
     format_hints: Mapping[str, Any] | None = None,
     close_timeout: float = 1.0,
 ) -> AsyncIterator[StreamReply]:
-    """See :meth:`Relay.stream_reply`."""
+    """See [`Relay.stream_reply`][trio_relay.Relay.stream_reply]."""
     reply = StreamReply(
         relay,
         chat_id,

@@ -6,7 +6,7 @@ each ``await card.update(tasks)`` sends the whole list of chunks (a ``task_card`
 frame), and leaving the block ends the card (``task_card_stop``). Progress is advisory:
 a lost frame is cosmetic and the connector seals orphaned cards itself, so neither an
 update nor the stop ever raises for a network failure; each returns its
-:class:`Outcome`. Where the chat's descriptor does not list ``task_card``, ``update``
+[`Outcome`][trio_relay.Outcome]. Where the chat's descriptor does not list ``task_card``, ``update``
 returns an ``unsupported_op`` outcome and nothing is sent.
 """
 
@@ -64,7 +64,7 @@ class TaskChunk:
 
 
 class TaskCard:
-    """One turn's task card; get it from :meth:`Relay.task_card`.
+    """One turn's task card; get it from [`Relay.task_card`][trio_relay.Relay.task_card].
 
     ``card_id`` is ``turn:<reply_to>`` (a fresh ``card:<hex>`` without ``reply_to``);
     ``outcomes`` holds every update's outcome in order and ``stopped`` the outcome of
@@ -100,7 +100,8 @@ class TaskCard:
     async def update(self, tasks: Iterable[TaskChunk]) -> Outcome:
         """Show ``tasks`` (the whole list, in order) on the card. Returns the outcome;
         never raises for a network failure. Raises ``TypeError`` for an item that is
-        not a :class:`TaskChunk`, and ``RuntimeError`` after the block has ended."""
+        not a [`TaskChunk`][trio_relay.TaskChunk], and ``RuntimeError`` after the block has
+        ended."""
         chunks = []
         for task in tasks:
             if not isinstance(task, TaskChunk):
@@ -132,7 +133,7 @@ class TaskCard:
 async def open_task_card(
     relay: RelayPort, chat_id: str, *, reply_to: str | None, close_timeout: float
 ) -> AsyncIterator[TaskCard]:
-    """See :meth:`Relay.task_card`."""
+    """See [`Relay.task_card`][trio_relay.Relay.task_card]."""
     card = TaskCard(relay, chat_id, reply_to=reply_to)
     try:
         yield card

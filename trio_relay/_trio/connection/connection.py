@@ -1,10 +1,10 @@
-"""One WebSocket to the connector: the Trio shell around a :class:`RelayProtocol`.
+"""One WebSocket to the connector: the Trio shell around a `RelayProtocol`.
 
 The protocol object (``_core/protocol.py``) decides everything about the relay
 protocol on this connection: what a frame means, which result settles which request,
 what the end means for each request, when a request has timed out. A
-:class:`Connection` carries out its answers with three pieces of Trio code around one
-:class:`~trio_relay._trio.link.websocket.WebSocket`:
+`Connection` carries out its answers with three pieces of Trio code around one
+`WebSocket`:
 
 - the **reader** (a task): socket bytes → WebSocket messages → ``protocol.receive`` →
   wake the requests it settled, hand deliveries to the inbound pipeline, announce the
@@ -13,14 +13,14 @@ what the end means for each request, when a request has timed out. A
   could not write itself, ending when the outbox is empty again): packs a burst into
   few messages and one write. A request writes directly when the socket takes bytes
   now and no burst is under way (nothing to batch with), or when it is large
-  (:data:`LARGE_FRAME_BYTES`: its bytes, not the write, are the cost);
+  (`LARGE_FRAME_BYTES`: its bytes, not the write, are the cost);
 - the **timer** (run in the task that serves the connection, one task fewer per idle
   relay): pings, the silence deadline, stalled or failed writes, and the protocol's
   request deadlines.
 
 An idle connection therefore runs two tasks, the reader and the serving task.
 
-The first task to see the link end calls :meth:`Connection.end`: the protocol settles
+The first task to see the link end calls `Connection.end`: the protocol settles
 every request open at that moment (ambiguous if its frame may have left, definite
 otherwise), they are woken, the sleeping timer is woken to return, and the connection's
 nursery is cancelled. Requests are
@@ -84,7 +84,8 @@ def abort_sleep(_: object) -> trio.lowlevel.Abort:
 def wake(request: Request) -> None:
     """Wake the task waiting on ``request`` (settled by the protocol), if it still is.
 
-    The waiting task (:meth:`Relay.request`) sets ``request.handle`` to itself and marks
+    The waiting task ([`Relay.request`][trio_relay.Relay.request]) sets ``request.handle`` to
+    itself and marks
     its sleep with ``custom_sleep_data = request``; Trio clears that
     whenever the task is rescheduled, a cancellation included, so a request settled
     between its caller's cancellation and the caller running again is not woken twice.
@@ -97,7 +98,7 @@ def wake(request: Request) -> None:
 
 
 class Connection:
-    """One connection's reader, writer and timer around its :class:`RelayProtocol`."""
+    """One connection's reader, writer and timer around its `RelayProtocol`."""
 
     def __init__(
         self,
@@ -131,9 +132,9 @@ class Connection:
         self._descriptor_came: trio.Event | None = None
         """Made by the handshake's wait for the first descriptor, dropped after it."""
         self._all_descriptors: trio.Event | None = None
-        """Made by :meth:`wait_all_descriptors` (several identities only)."""
+        """Made by `wait_all_descriptors` (several identities only)."""
         self._ended: trio.Event | None = None
-        """Made by :meth:`wait_ended` (a deliberate close waits for the peer's echo)."""
+        """Made by `wait_ended` (a deliberate close waits for the peer's echo)."""
         self._idle_acked: trio.Event | None = None
         """Made by the first go_idle: most connections never go idle."""
         self._drained: trio.Event | None = None
@@ -144,8 +145,8 @@ class Connection:
         shortens it."""
         self._timer_task: trio.lowlevel.Task | None = None
         """The task running the timer: while it sleeps (marked by its ``custom_sleep_data``,
-        which Trio clears on any wake-up), :meth:`end` wakes it to return instead of
-        letting the nursery's cancellation raise through it (see :meth:`end`)."""
+        which Trio clears on any wake-up), `end` wakes it to return instead of
+        letting the nursery's cancellation raise through it (see `end`)."""
         self._writer_running = False
         self.burst = False
         """More than one request is likely to be made in this scheduler pass, so they
@@ -165,7 +166,7 @@ class Connection:
 
     def start(self) -> None:
         """Start the reader. The timer is not a task of its own: the task serving the
-        connection runs it (:meth:`run_timer`) once the handshake is done."""
+        connection runs it (`run_timer`) once the handshake is done."""
         self._nursery.start_soon(self._reader, name=READER_TASK)
 
     def end(
@@ -175,7 +176,7 @@ class Connection:
         woken now, and the connection's tasks are cancelled.
 
         Idempotent: the first caller's account of why it ended is the one kept (a
-        deliberate close's account, given to :meth:`close`, wins over all)."""
+        deliberate close's account, given to `close`, wins over all)."""
         up_for = None if self.up_at is None else trio.current_time() - self.up_at
         settled = self.protocol.end(cause, code, reason, by_us=by_us, up_for=up_for)
         if settled is None:
@@ -212,7 +213,7 @@ class Connection:
         return self.protocol.end_info is None
 
     async def wait_ended(self) -> None:
-        """Return once :meth:`end` has been called (at once if it has)."""
+        """Return once `end` has been called (at once if it has)."""
         if self.is_open:
             if self._ended is None:
                 self._ended = trio.Event()
@@ -238,7 +239,7 @@ class Connection:
         return self.protocol.missing_descriptors()
 
     async def handshake(self, identities: Sequence[Identity], timeout: float) -> bool:
-        """Send one ``hello`` per identity and wait for the protocol's :class:`LinkUp`
+        """Send one ``hello`` per identity and wait for the protocol's `LinkUp`
         (the first descriptor of a hello'd platform; docs/protocol.md, "Handshake"),
         which the reader announces (``on_up``) as it reads it.
 
@@ -279,14 +280,15 @@ class Connection:
         self, request_id: str, line: bytes, deadline: float, timeout: float, now: float
     ) -> Request | Outcome:
         """Send one ``outbound`` line (now, or queued for the writer) and track it: the
-        :class:`Request` whose outcome the protocol will set (its result, its deadline
+        `Request` whose outcome the protocol will set (its result, its deadline
         or the end of this connection, whichever it sees first), or the
-        :class:`Outcome` of a line that cannot be sent at all.
+        [`Outcome`][trio_relay.Outcome] of a line that cannot be sent at all.
 
-        The caller waits for the outcome in its own frame, as :func:`wake` expects
-        (:meth:`Relay.request`: one coroutine level fewer on every resume of a waiting
+        The caller waits for the outcome in its own frame, as `wake` expects
+        ([`Relay.request`][trio_relay.Relay.request]: one coroutine level fewer on every resume of
+        a waiting
         task, and one frame fewer held per request in flight), and calls
-        :meth:`withdraw` if it is cancelled meanwhile. ``now``: Trio's clock as the
+        `withdraw` if it is cancelled meanwhile. ``now``: Trio's clock as the
         caller read it for ``deadline`` (one read per request)."""
         if not self.is_open:
             return _outcome.write_failed("connection already ended")
@@ -438,7 +440,7 @@ class Connection:
     async def run_timer(self) -> None:
         """Run the timer in the caller's task (the one serving the connection) until
         the connection ends: it returns once the connection has ended, woken by
-        :meth:`end` or having ended it itself (or is cancelled with the nursery).
+        `end` or having ended it itself (or is cancelled with the nursery).
         Pings every ``ping_interval``; ends the connection when nothing at all was
         received for ``ping_timeout`` (any byte is proof of life, so a busy peer is
         never dropped for a late pong) or a write stalled or failed; expires requests at
@@ -533,7 +535,7 @@ class Connection:
     def _send_now(self, payload: bytes, frames: int) -> None:
         """Frame ``payload`` (``frames`` lines) as one message and hand the socket what
         it takes now, never waiting (``ws.can_send_now``); the rest is the writer's. A
-        failed write is taken as any other (see :meth:`_write_failed`)."""
+        failed write is taken as any other (see `_write_failed`)."""
         ws = self.ws
         ws.send_text(payload)
         self._count_sent(frames)

@@ -9,9 +9,9 @@ scheduler round trip), so under load this batching is what lets many requesters 
 one socket cheaply. A sender never blocks on the network: it queues and moves on, and a
 stalled socket fills the box (``max_frames``), not our memory.
 
-The reference connector runs :meth:`Outbox.run_writer` (text lines, one send per
+The reference connector runs `Outbox.run_writer` (text lines, one send per
 message). The gateway's connection keeps its lines as UTF-8 ``bytes`` (encoded once,
-when the request is made) and runs its own writer over :meth:`Outbox.messages`, because
+when the request is made) and runs its own writer over `Outbox.messages`, because
 its WebSocket frames messages without I/O and writes a whole batch at once.
 """
 
@@ -111,7 +111,7 @@ class Outbox:
         await self._lot.park()
 
     def messages(self, batch: list[Outgoing]) -> Iterator[list[Outgoing]]:
-        """Split ``batch`` into messages (see :meth:`_message_end`), leaving out what
+        """Split ``batch`` into messages (see `_message_end`), leaving out what
         its sender abandoned by the time each message is formed."""
         start = 0
         while start < len(batch):

@@ -1,7 +1,7 @@
 """One connection's life: dial, upgrade, handshake, serve until it ends.
 
-The supervisor (``supervisor.py``) calls :func:`serve_connection` once per dial and decides from the
-returned :class:`ConnectionEnd` what to do next; this module knows nothing of backoff or
+The supervisor (``supervisor.py``) calls `serve_connection` once per dial and decides from the
+returned `ConnectionEnd` what to do next; this module knows nothing of backoff or
 revocation. Every way a dial can fail — refused, unreachable, TLS, a proxy's refusal,
 any HTTP answer at the upgrade, a bad ``Sec-WebSocket-Accept``, EOF or a reset midway —
 comes back as a failed dial's ``ConnectionEnd``, logged in plain words, never as an
@@ -65,7 +65,7 @@ async def serve_connection(
     hooks: ConnectionHooks,
 ) -> ConnectionEnd:
     """Dial once and serve the connection until it ends; never raises for the
-    network's faults (they come back as the :class:`ConnectionEnd`)."""
+    network's faults (they come back as the `ConnectionEnd`)."""
     stats.dials += 1
     logger.debug(DIALING, endpoint, stats.dials)
     try:

@@ -1,6 +1,6 @@
-"""The one path an ``inbound_ack`` takes: :class:`DeliveryKeys` (``keys.py``) decides a
-delivery is done with and calls :meth:`AckSender.send_ack`; :class:`RelayAcks`, the
-implementation the relay runs with, queues a :class:`TrackedAck` on the newest open
+"""The one path an ``inbound_ack`` takes: `DeliveryKeys` (``keys.py``) decides a
+delivery is done with and calls `AckSender.send_ack`; `RelayAcks`, the
+implementation the relay runs with, queues a `TrackedAck` on the newest open
 connection's outbox; the connection's writer hands it to the socket and marks it written.
 
 An ack is fire-and-forget on the wire, but leaving the relay needs one thing from it:
@@ -59,7 +59,7 @@ class _AckQueue(Protocol):
 
 
 class AckLink(Protocol):
-    """A connection as the acks see it (:class:`~.connection.Connection` is one)."""
+    """A connection as the acks see it (`Connection` is one)."""
 
     @property
     def is_open(self) -> bool: ...
@@ -69,10 +69,10 @@ class AckLink(Protocol):
 
 
 class RelayAcks:
-    """The relay's :class:`AckSender`: acks go on :attr:`link`, the newest open
+    """The relay's `AckSender`: acks go on `link`, the newest open
     connection, handshake done or not (the connector replays buffered deliveries right
     after its descriptor, before the relay counts itself connected). The relay sets and
-    clears :attr:`link` as connections open and end."""
+    clears `link` as connections open and end."""
 
     __slots__ = ("_stats", "last", "link")  # no __dict__: one per relay
 

@@ -2,7 +2,7 @@
 cannot be run at all (the rules are in ``pipeline.py``'s docstring; the retry schedule is
 ``_core/delivery.after_failure``).
 
-One :class:`Failures` is held by the :class:`~.pipeline.InboundPipeline` (composed,
+One `Failures` is held by the `InboundPipeline` (composed,
 not inherited), so that the pipeline's module reads as the happy path: admit, queue,
 run, ack.
 """

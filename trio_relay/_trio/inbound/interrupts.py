@@ -40,14 +40,14 @@ class InterruptRunner:
         self._nursery: trio.Nursery | None = None
 
     _slots: trio.Semaphore
-    """Made by :meth:`start`: a relay that never runs the pipeline needs none."""
+    """Made by `start`: a relay that never runs the pipeline needs none."""
 
     def start(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         self._slots = trio.Semaphore(self._concurrency)
 
     def submit(self, frame: InterruptInbound) -> None:
-        """Start the handler for ``frame`` (after :meth:`start`). Never blocks."""
+        """Start the handler for ``frame`` (after `start`). Never blocks."""
         assert self._nursery is not None
         if self._pending >= self._cap:
             self._stats.inbound_dropped += 1

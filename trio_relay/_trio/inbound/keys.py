@@ -5,7 +5,7 @@ A delivery's key is judged in two places (``inbound.py``, "Dedupe"): the local
 before the handler, which sees what other replicas and earlier runs handled. Both must
 hear every outcome at the same moment (committed and acked, or released), or a replay
 slips through the one that was not told. So the pipeline decides *when* a delivery is
-done with, and :class:`DeliveryKeys` is the one place that tells both and sends the ack.
+done with, and `DeliveryKeys` is the one place that tells both and sends the ack.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ logger = logging.getLogger("trio_relay")
 
 class DeliveryKeys:
     """Claims, commits and releases delivery keys in the local set and the store, and
-    acks through ``acks`` (the pipeline's; see :mod:`.acks` for the path an ack takes).
+    acks through ``acks`` (the pipeline's; see `.acks` for the path an ack takes).
 
-    The store session is attached once the pipeline has opened it (:meth:`attach`);
+    The store session is attached once the pipeline has opened it (`attach`);
     before that only the local set is told, as nothing has reached the store yet.
     """
 

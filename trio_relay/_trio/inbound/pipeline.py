@@ -1,14 +1,14 @@
 """The inbound pipeline: user handlers run here, once per message, never on the reader.
 
 The reader hands every ``inbound``, ``passthrough_forward`` and ``interrupt_inbound``
-frame to :meth:`InboundPipeline.submit`, which never blocks and never awaits user code:
+frame to `InboundPipeline.submit`, which never blocks and never awaits user code:
 it decodes, dedupes and enqueues, and returns. Handlers run in the pipeline's own
 nursery, so a handler that awaits a reply cannot deadlock the relay: the reply arrives
 through the reader, which never waits on a handler. The pure rules live in ``_core/``
 (``delivery``, ``backlog``, ``dedupe``, ``dedupe_store``, ``handlers``); one run of the
 user's code is ``handler_call.py``; the bookkeeping of keys and acks is
 ``keys.py``; what a failed or cancelled handler leads to is ``failures.py``
-(a :class:`~.failures.Failures` the pipeline holds). The rules, and why:
+(a `Failures` the pipeline holds). The rules, and why:
 
 - **Ordering.** Messages of one chat (``platform:chat_id``) form a lane, handled one
   at a time in arrival order; lanes run in parallel, at most
@@ -31,12 +31,12 @@ user's code is ``handler_call.py``; the bookkeeping of keys and acks is
 - **Any handler, any exception.** A handler raising a ``trio.Cancelled`` of a scope
   outside the pipeline is a handler failure: only the pipeline's own cancellation
   ends it, never a handler, quietly.
-- **Closing.** :meth:`InboundPipeline.drain` starts nothing new and waits for running
+- **Closing.** `InboundPipeline.drain` starts nothing new and waits for running
   handlers (the relay bounds it by ``drain_timeout``); each one cancelled after that is
   logged with its ids, and not acked, so it is redelivered.
 - **Overload** (``backlog.py``): buffered deliveries past ``max_inbound_queue`` are left
   to the connector; live ones queue up to twice that.
-- **Intercepts** (:meth:`InboundPipeline.add_intercept`): synchronous checks at submit,
+- **Intercepts** (`InboundPipeline.add_intercept`): synchronous checks at submit,
   before the lanes, that may consume a new message (acked and committed at once): a
   prompt press arrives in the asking handler's own chat, so in the lane it would wait
   behind the very handler that awaits it.
@@ -92,7 +92,7 @@ that raises is logged and the message goes on."""
 class InboundPipeline:
     """Runs the relay's inbound handlers (see the module docstring for the rules).
 
-    ``acks`` (an :class:`~.acks.AckSender`) queues each ``inbound_ack`` on the current
+    ``acks`` (an `AckSender`) queues each ``inbound_ack`` on the current
     connection and returns false if there is none; it must not block, and it calls
     ``on_written()`` once the ack has been handed to the socket. Until then the key
     stays pinned in the dedupe window.
@@ -162,7 +162,7 @@ class InboundPipeline:
         """Set whenever no handler runs; made when the first one starts."""
         self._draining = False
         self._drain_began: trio.Event | None = None
-        """Set by :meth:`drain`; made by the first retry that waits out its backoff."""
+        """Set by `drain`; made by the first retry that waits out its backoff."""
         # Frames submitted before run() has loaded the store: dedupe decisions must
         # wait for it, or a replay of a handled message would look new.
         self._early: list[InboundItem] | None = []
@@ -171,10 +171,10 @@ class InboundPipeline:
         self._start: Callable[[], None] | None = None
 
     _slots: trio.Semaphore
-    """At most ``max_concurrent_handlers`` handlers at once; made by :meth:`run`."""
+    """At most ``max_concurrent_handlers`` handlers at once; made by `run`."""
 
     def start_on_first_frame(self, start: Callable[[], None]) -> None:
-        """Have ``start()`` (which starts :meth:`run`) called when the first frame is
+        """Have ``start()`` (which starts `run`) called when the first frame is
         submitted, not before: a relay that receives nothing runs no pipeline task.
         (For a store with nothing to load; a durable one is opened at once.)"""
         self._start = start

@@ -1,7 +1,7 @@
 """The real dialer: TCP (happy eyeballs) with the keepalive options, an optional HTTP
 CONNECT proxy, then TLS for ``wss``.
 
-:class:`TcpDialer` is the default of ``RelayConfig(dialer=...)`` (the seam is described
+`TcpDialer` is the default of ``RelayConfig(dialer=...)`` (the seam is described
 in ``trio_relay/_core/endpoint.py``), built from the config once, when the relay opens.
 The TCP stream is opened here, not by a WebSocket library, so that the keepalive
 provider's options (and ``TCP_NODELAY``, which ``trio.open_tcp_stream`` sets) are on the

@@ -36,7 +36,7 @@ class SocketEnd:
 
 
 class WebSocketEnded(Exception):
-    """Raised by :meth:`WebSocket.receive` once the socket is over."""
+    """Raised by `WebSocket.receive` once the socket is over."""
 
     def __init__(self, end: SocketEnd) -> None:
         super().__init__(end.cause)
@@ -44,7 +44,7 @@ class WebSocketEnded(Exception):
 
 
 class UpgradeFailed(Exception):
-    """The upgrade did not give us a WebSocket; :attr:`refusal` says how to take it."""
+    """The upgrade did not give us a WebSocket; `refusal` says how to take it."""
 
     def __init__(self, why: Refusal, status: int | None = None) -> None:
         super().__init__(why.cause)

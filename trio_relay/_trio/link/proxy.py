@@ -125,7 +125,7 @@ def proxy_for(endpoint: Endpoint, setting: str | bool) -> Proxy | None:
 async def open_tunnel(stream: trio.abc.Stream, endpoint: Endpoint, proxy: Proxy) -> None:
     """Ask the proxy on ``stream`` to connect to ``endpoint``; returns once it has.
 
-    Raises :class:`ProxyRefused` for any answer but a success (``2xx`` for CONNECT)."""
+    Raises `ProxyRefused` for any answer but a success (``2xx`` for CONNECT)."""
     if proxy.scheme != "http":
         await _socks5_connect(stream, endpoint, proxy)
         return

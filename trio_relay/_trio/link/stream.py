@@ -11,18 +11,18 @@ the run loop (and, for the read, a ``recv`` that fails with ``EAGAIN`` before th
 On the relay's hot path — one write, then one read per round trip — that is half of the
 scheduler's work per request. Here a call yields only when it has to wait:
 
-- :meth:`receive_some` waits for readability *before* reading when the last read came
+- `receive_some` waits for readability *before* reading when the last read came
   back short (the socket was drained: reading now would fail with ``EAGAIN``), reads at
-  once otherwise, and checkpoints at least every :data:`READS_PER_CHECKPOINT` reads so
+  once otherwise, and checkpoints at least every `READS_PER_CHECKPOINT` reads so
   a flood of bytes cannot keep the reader from being cancelled or others from running;
-- :meth:`send_all` writes at once and waits only for a full send buffer.
+- `send_all` writes at once and waits only for a full send buffer.
 
 Whoever reads or writes in a loop without another await must therefore checkpoint
 itself; the relay's reader does (see above), its writer ends when its box is empty.
 
 Errors are Trio's stream errors, as ``trio.SocketStream`` raises them: an ``OSError``
 becomes ``trio.BrokenResourceError`` (the ``OSError`` as its cause), use after
-:meth:`close` is ``trio.ClosedResourceError``. This module is the only one of the shell
+`close` is ``trio.ClosedResourceError``. This module is the only one of the shell
 that maps an ``OSError`` of the network to those errors, and the only one that makes the
 relay's socket I/O calls of ``trio.lowlevel`` (waits for readability and writability,
 ``notify_closing``).
@@ -86,7 +86,7 @@ class SocketStream(trio.abc.HalfCloseableStream):
 
     @property
     def closed(self) -> bool:
-        """:meth:`close` (or :meth:`aclose`) was called."""
+        """`close` (or `aclose`) was called."""
         return self._closed
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
@@ -156,7 +156,7 @@ class SocketStream(trio.abc.HalfCloseableStream):
                 raise self._translate(exc) from exc
 
     def close(self) -> None:
-        """Close now (what :meth:`aclose` does, without its checkpoint): how the relay
+        """Close now (what `aclose` does, without its checkpoint): how the relay
         ends a connection, the redial following in the same turn."""
         if not self._closed:
             self._closed = True
@@ -176,12 +176,12 @@ class SocketStream(trio.abc.HalfCloseableStream):
 
 
 class TLSStream:
-    """TLS (``trio.SSLStream``) over the relay's :class:`SocketStream`, with the relay's
+    """TLS (``trio.SSLStream``) over the relay's `SocketStream`, with the relay's
     stream interface.
 
-    :meth:`send_nowait` takes nothing and returns 0, always: "no direct write here, take
+    `send_nowait` takes nothing and returns 0, always: "no direct write here, take
     the slow path" (the relay then leaves the frame to its writer, which writes it with
-    :meth:`send_all` in the same scheduler pass). A TLS write cannot honour "only what
+    `send_all` in the same scheduler pass). A TLS write cannot honour "only what
     can go now": the plaintext is encrypted into records *before* the socket is asked,
     so a socket that takes part of them would leave ciphertext that only this stream
     could still write, and nobody would wake it to. Reaching into ``trio.SSLStream``'s

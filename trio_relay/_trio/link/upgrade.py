@@ -1,5 +1,5 @@
 """The WebSocket upgrade: the ``101`` or a classified refusal, and the open
-:class:`~.websocket.WebSocket` it gives.
+`WebSocket` it gives.
 
 The only other module that imports the WebSocket library (beside ``websocket.py``):
 here the ``ClientProtocol`` is made, sends the request and reads the answer; what a
@@ -61,7 +61,7 @@ async def upgrade(
 ) -> WebSocket:
     """The WebSocket upgrade over ``stream``; the caller bounds it in time.
 
-    Raises :class:`UpgradeFailed` for any answer but a valid ``101`` — at once, also
+    Raises `UpgradeFailed` for any answer but a valid ``101`` — at once, also
     for an EOF, a reset or garbage instead of an HTTP response — and lets the stream's
     own errors through. Redirects are not followed.
     """

@@ -2,23 +2,23 @@
 byte stream, driven by the connection's own tasks.
 
 This and ``websocket_upgrade.py`` are the only modules that import the WebSocket
-library. The rest of the shell sees :func:`~.websocket_upgrade.upgrade` (stream in,
-:class:`WebSocket` out, or :class:`UpgradeFailed` saying how the server refused) and the
-:class:`WebSocket` it returns:
+library. The rest of the shell sees `upgrade` (stream in,
+`WebSocket` out, or `UpgradeFailed` saying how the server refused) and the
+`WebSocket` it returns:
 
-- :meth:`WebSocket.receive` reads once from the socket and returns the data payloads
+- `WebSocket.receive` reads once from the socket and returns the data payloads
   that read completed, in order. It runs in the caller's task (the connection's reader):
   no extra task or channel sits between the socket and the frame decoder. Plain data
   frames are cut here (``_core/ws_frames.py``), every other frame goes whole to the
   protocol. Pongs are matched here; a ping from the peer or its close frame leaves an
   answer *pending*.
-- :meth:`WebSocket.send_text`, :meth:`send_ping` and :meth:`send_close` only frame
-  bytes into the pending buffer; :meth:`flush` writes them. Whoever flushes writes
+- `WebSocket.send_text`, `send_ping` and `send_close` only frame
+  bytes into the pending buffer; `flush` writes them. Whoever flushes writes
   everything pending, in the order it was framed, and one flush runs at a time, so the
   reader's pong, the writer's batch and a request's direct write never interleave.
 - The end is typed: once the peer closes, the stream fails or the protocol breaks,
-  :attr:`WebSocket.end` holds a :class:`SocketEnd` and :meth:`receive` raises
-  :class:`WebSocketEnded` — after it has returned every payload read before the end.
+  `WebSocket.end` holds a `SocketEnd` and `receive` raises
+  `WebSocketEnded` — after it has returned every payload read before the end.
 
 Nothing here decides policy (timeouts, what a refusal means for the redial); the
 connection and ``_core/dial_failure.py`` do.
@@ -128,13 +128,13 @@ class WebSocket:
         self._frames = InboundFrames(max_size, backlog, passthrough=extended)
         self._backlog = bool(backlog)
         """Bytes of frames came in the same read as the ``101``: the first
-        :meth:`receive` takes them without reading."""
+        `receive` takes them without reading."""
         self._plain_out = not extended
         self._pending: list[bytes] = []
         self._writing = False
         self._write_done: trio.Event | None = None
         self.write_started_at = 0.0
-        """When the :meth:`flush` under way began (meaningful while :attr:`writing`)."""
+        """When the `flush` under way began (meaningful while `writing`)."""
         self._pongs: dict[bytes, Callable[[], None]] = {}
         self._text = TextValidator()
         """UTF-8 of text messages the protocol assembled (fragmented, or every message
@@ -177,9 +177,9 @@ class WebSocket:
 
     @property
     def can_send_now(self) -> bool:
-        """A data frame framed now may go straight out with :meth:`write_now`: nothing
+        """A data frame framed now may go straight out with `write_now`: nothing
         is pending, nobody is writing, and the socket is open for data frames
-        (:attr:`can_send`). Whatever the stream (TCP, TLS, a test's): how much it takes
+        (`can_send`). Whatever the stream (TCP, TLS, a test's): how much it takes
         at once is its own answer to ``send_nowait``. One look, asked by every request."""
         return (
             not self._writing
@@ -191,7 +191,7 @@ class WebSocket:
 
     @property
     def writing(self) -> bool:
-        """A :meth:`flush` is under way (in some task)."""
+        """A `flush` is under way (in some task)."""
         return self._writing
 
     @property
@@ -204,7 +204,7 @@ class WebSocket:
         """Read once; the payloads of the data frames completed, in order.
 
         Fragments come as they arrive (newline-delimited JSON needs no message
-        boundaries). Raises :class:`WebSocketEnded` once :attr:`end` is set.
+        boundaries). Raises `WebSocketEnded` once `end` is set.
         """
         if self.end is not None:
             raise WebSocketEnded(self.end)
@@ -302,8 +302,8 @@ class WebSocket:
     # --- sending -----------------------------------------------------------------------
 
     def send_text(self, payload: bytes) -> None:
-        """Frame one text message (masked, C speedups); :meth:`flush` writes it.
-        The caller checks :attr:`can_send` first."""
+        """Frame one text message (masked, C speedups); `flush` writes it.
+        The caller checks `can_send` first."""
         if self._plain_out and self._protocol.state is _OPEN:
             # The protocol would do the same, at three times the cost (_core/ws_frames.py).
             self._pending.append(text_frame(payload, _MASK_KEYS.next(), apply_mask))
@@ -339,10 +339,10 @@ class WebSocket:
     def write_now(self) -> bool:
         """Write what is pending as far as the stream takes it *now* (its
         ``send_nowait``), never waiting, if nobody else is writing; true when nothing is
-        left. What the stream did not take stays pending, in order, for a :meth:`flush`:
+        left. What the stream did not take stays pending, in order, for a `flush`:
         a request's own write therefore never blocks its task, and a full socket (or a
         stream that takes nothing at once, as TLS) is the writer's to wait on. Raises
-        :class:`WriteFailed`."""
+        `WriteFailed`."""
         if self._writing or self.broken or not self._pending:
             return not self._pending
         chunks = self._pending
@@ -360,7 +360,7 @@ class WebSocket:
 
     async def flush(self) -> None:
         """Write everything pending. If another task is writing, return at once: it
-        writes what was added meanwhile before it stops. Raises :class:`WriteFailed`."""
+        writes what was added meanwhile before it stops. Raises `WriteFailed`."""
         if self._writing or self.broken:
             return
         self._writing = True
@@ -385,7 +385,7 @@ class WebSocket:
                 done.set()
 
     async def wait_write_done(self) -> None:
-        """Return once no :meth:`flush` is under way (at once if none is)."""
+        """Return once no `flush` is under way (at once if none is)."""
         if self._writing:
             if self._write_done is None:
                 self._write_done = trio.Event()

@@ -1,11 +1,11 @@
 """The relay's HTTP client for the connector's routes (docs/protocol.md, "HTTP routes"):
 media uploads and downloads, the relevance policy.
 
-It is the keepalive ``httpx2`` client of :mod:`trio_relay.http` (same provider as the
+It is the keepalive ``httpx2`` client of [`trio_relay.http`][trio_relay.http] (same provider as the
 relay socket), created on first use so that a relay that never calls a route needs no
 httpx2 at all. Each request that may carry the bearer token gets a freshly minted one,
 exactly like the upgrade; redirects are never followed with it (the client follows none
-itself: :meth:`ConnectorHttp.send` follows them by hand, without the token). Server
+itself: `ConnectorHttp.send` follows them by hand, without the token). Server
 errors (5xx) and transport failures are retried with a doubling backoff.
 """
 
@@ -37,7 +37,7 @@ MAX_REDIRECTS = 5
 
 
 class ConnectorHttp:
-    """One relay's client for its connector's HTTP routes; close with :meth:`aclose`."""
+    """One relay's client for its connector's HTTP routes; close with `aclose`."""
 
     __slots__ = ("_client", "_mint", "_name", "_settings", "routes")  # no __dict__: one per relay
 

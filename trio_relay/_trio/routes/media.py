@@ -56,8 +56,10 @@ class RelayMedia:
         filename: str | None = None,
     ) -> str:
         """Upload media (bytes, or a file's path) and return the ``source_url`` to put
-        in a ``send_media`` action. Raises :class:`MediaTooLarge` over the size cap
-        (``RelayConfig.media_max_bytes``, or the connector's 413), :class:`MediaError`
+        in a ``send_media`` action. Raises [`MediaTooLarge`][trio_relay.MediaTooLarge] over the
+        size cap
+        (``RelayConfig.media_max_bytes``, or the connector's 413),
+        [`MediaError`][trio_relay.MediaError]
         for any other failure, after retrying 5xx answers and transport failures."""
         if isinstance(data_or_path, bytes | bytearray | memoryview):
             data = bytes(data_or_path)
@@ -105,8 +107,9 @@ class RelayMedia:
     async def download(self, url: str, dest: str | os.PathLike[str] | None = None) -> bytes | Path:
         """Fetch media: into ``dest`` (a file path, returned as a ``Path``) or, without
         it, as bytes. The bearer token goes only to the connector's own
-        ``/relay/media/`` URLs. Raises :class:`MediaTooLarge` over the size cap,
-        :class:`MediaError` for a 404 (unknown or expired), a stall
+        ``/relay/media/`` URLs. Raises [`MediaTooLarge`][trio_relay.MediaTooLarge] over the size
+        cap,
+        [`MediaError`][trio_relay.MediaError] for a 404 (unknown or expired), a stall
         (``RelayConfig.media_stall_timeout``) or any other failure; a partial file is
         removed."""
         try:

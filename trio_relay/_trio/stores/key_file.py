@@ -8,7 +8,7 @@ writer task). A lock still guards the connection, since the thread that runs eac
 differs and sqlite3 connections must not be used concurrently.
 
 One relay per file: two processes sharing a path would each trim the other's keys.
-:class:`~trio_relay._trio.stores.sqlite.SqliteDedupeStore` is the public store around it.
+[`SqliteDedupeStore`][trio_relay.SqliteDedupeStore] is the public store around it.
 
 Sans-Trio: no event loop here.
 """
@@ -44,7 +44,7 @@ SELECT key FROM (SELECT seq, key FROM dedupe_keys ORDER BY seq DESC LIMIT ?) ORD
 class SqliteKeyFile:
     """The newest ``capacity`` committed keys, oldest first, in the SQLite file ``path``.
 
-    The file (not its directory) is created on :meth:`load`. Errors are
+    The file (not its directory) is created on `load`. Errors are
     ``sqlite3.Error`` (or ``OSError``); the caller decides what losing durability means.
     """
 

@@ -1,7 +1,7 @@
 """Write committed keys behind, off the event loop, for a store whose writes block.
 
-:class:`DedupeWriter` wraps a blocking :class:`KeyFile` (the SQLite file). Committed keys
-are queued synchronously (:meth:`DedupeWriter.add`, callable from any task without
+`DedupeWriter` wraps a blocking `KeyFile` (the SQLite file). Committed keys
+are queued synchronously (`DedupeWriter.add`, callable from any task without
 awaiting) and written in batches by one task through ``trio.to_thread.run_sync``, so the
 disk never blocks the event loop and never sees two writers.
 
@@ -48,7 +48,7 @@ class KeyFile(Protocol):
 
 
 class DedupeWriter:
-    """Queues committed keys and writes them to ``file`` from :meth:`run`."""
+    """Queues committed keys and writes them to ``file`` from `run`."""
 
     def __init__(self, file: KeyFile, capacity: int, flush_timeout: float) -> None:
         self._file = file
