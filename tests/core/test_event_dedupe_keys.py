@@ -100,3 +100,20 @@ def test_normalize_platform_str_enum() -> None:
 def test_enum_and_string_share_a_dedupe_key() -> None:
     e = event(message_id="m1", source={"platform": "Slack ", "chat_id": "C1"})
     assert e.dedupe_key == f"{normalize_platform(Platform.SLACK)}:C1:m1"
+
+
+def test_the_source_message_id_falls_back_to_the_events() -> None:
+    top_only = event(message_id=7, source={"platform": "slack", "chat_id": "C1"})
+    assert top_only.source.message_id == "7" and top_only.message_id == "7"
+    both = event(message_id="m1", source={"platform": "slack", "chat_id": "C1", "message_id": "s1"})
+    assert both.source.message_id == "s1" and both.message_id == "m1"
+    neither = event(source={"platform": "slack", "chat_id": "C1", "message_id": True})
+    assert neither.source.message_id is None and neither.dedupe_key is None
+
+
+def test_the_dedupe_key_takes_the_events_id_first_then_the_sources() -> None:
+    source_only = event(source={"platform": "slack", "chat_id": "C1", "message_id": "s1"})
+    assert source_only.message_id is None
+    assert source_only.dedupe_key == "slack:C1:s1"
+    both = event(message_id="m1", source={"platform": "slack", "chat_id": "C1", "message_id": "s1"})
+    assert both.dedupe_key == "slack:C1:m1"

@@ -137,6 +137,26 @@ async def test_missing_ids_fail_open(connector: ReferenceConnector) -> None:
             assert handled.keys == [None] * 4
 
 
+async def test_an_id_only_on_the_source_still_dedupes(connector: ReferenceConnector) -> None:
+    # A connector that names the message only as source.message_id: the key falls back
+    # to it, so a redelivery under another bufferId is not handled twice.
+    handled = Handled()
+    frame = (
+        '{{"type":"inbound","bufferId":"{bid}","event":{{"text":"hi","source":'
+        '{{"platform":"slack","chat_id":"C1","message_id":"s1"}}}}}}\n'
+    )
+    with trio.fail_after(DEADLINE):
+        async with relay_to(connector, on_message=handled) as relay:
+            await connector.inject_raw(frame.format(bid="first"))
+            await connector.wait_acks(1)
+            await connector.inject_raw(frame.format(bid="again"))
+            await connector.wait_acks(2)
+            assert connector.acks == ["first", "again"]
+            assert handled.keys == ["slack:C1:s1"] and relay.stats.replays_dropped == 1
+            assert handled.events[0].message_id is None
+            assert handled.events[0].source.message_id == "s1"
+
+
 async def test_failed_handler_is_retried_in_the_same_session(
     connector: ReferenceConnector,
 ) -> None:

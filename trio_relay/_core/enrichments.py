@@ -12,22 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ContextMessage", "PromptResponse", "ReplyTo"]
+from .wire_fields import text, wire_id
 
-
-def _str(obj: dict[str, Any], key: str) -> str | None:
-    value = obj.get(key)
-    return value if isinstance(value, str) else None
-
-
-def wire_id(value: object) -> str | None:
-    """An id from the wire: ids are opaque strings, and a numeric id is the same id
-    (``True`` or ``1.5`` are not ids)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    return None
+__all__ = ["ContextMessage", "PromptResponse", "ReplyTo", "context_from_wire"]
 
 
 @dataclass(frozen=True)
@@ -46,9 +33,9 @@ class ReplyTo:
             return None
         author = obj.get("author")
         if isinstance(author, dict):  # some connectors send the author as a source
-            author = _str(author, "user_name") or _str(author, "name")
+            author = text(author, "user_name") or text(author, "name")
         return cls(
-            text=_str(obj, "text"),
+            text=text(obj, "text"),
             author=author if isinstance(author, str) else None,
             is_own=obj.get("is_own") is True,
             raw=dict(obj),
@@ -72,7 +59,7 @@ class ContextMessage:
         source = source if isinstance(source, dict) else {}
         return cls(
             text=obj["text"],
-            user_name=_str(source, "user_name"),
+            user_name=text(source, "user_name"),
             user_id=wire_id(source.get("user_id")),
         )
 
@@ -102,6 +89,6 @@ class PromptResponse:
         return cls(
             prompt_id=prompt_id,
             option_id=option_id,
-            label=_str(obj, "label"),
+            label=text(obj, "label"),
             prompt_message_id=wire_id(obj.get("prompt_message_id")),
         )

@@ -3,12 +3,13 @@
 Decoding is lenient on purpose: an inbound event is a user's message, and dropping it
 because one field has an unexpected type would lose the message. Each field falls back to
 a default instead, and numeric ids (Telegram, Discord) become strings so that one id has
-one spelling. The trust fields of a source (`TRUST_FIELDS`) are the exception:
-only JSON ``true``/``false`` count, anything else is ``None`` (unknown), because a
-control that trusts ``"false"`` or ``0`` would be fooled; the pipeline counts and logs
-each such value (`rejected_trust_fields`). Fields this version does not model
-stay reachable as attributes through ``raw`` (``event.some_new_field``), so a newer
-connector does not need a new library.
+one spelling; the readers that say so live in ``wire_fields.py``, shared with the
+enrichments' decoders (``enrichments.py``). The trust fields of a source
+(`TRUST_FIELDS`) are the exception: only JSON ``true``/``false`` count, anything else
+is ``None`` (unknown), because a control that trusts ``"false"`` or ``0`` would be
+fooled; the pipeline counts and logs each such value (`rejected_trust_fields`). Fields
+this version does not model stay reachable as attributes through ``raw``
+(``event.some_new_field``), so a newer connector does not need a new library.
 
 Sans-I/O: no Trio, no sockets.
 """
@@ -20,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .enrichments import ContextMessage, PromptResponse, ReplyTo, context_from_wire, wire_id
+from .enrichments import ContextMessage, PromptResponse, ReplyTo, context_from_wire
 from .frames import FrameError
+from .wire_fields import choice, first_text, flag, text, wire_id
 
 __all__ = [
     "CHAT_TYPES",
@@ -52,37 +54,14 @@ def normalize_platform(platform: object) -> str:
         platform = platform.value
     if platform is None:
         return ""
-    text = platform if isinstance(platform, str) else str(platform)
-    return text.strip().lower()
-
-
-def _str(obj: dict[str, Any], key: str) -> str | None:
-    value = obj.get(key)
-    return value if isinstance(value, str) else None
-
-
-def _choice(value: object, allowed: frozenset[str], default: str) -> str:
-    # isinstance first: ``[] in frozenset()`` raises TypeError (unhashable).
-    return value if isinstance(value, str) and value in allowed else default
-
-
-def _flag(obj: dict[str, Any], key: str) -> bool | None:
-    value = obj.get(key)
-    return value if isinstance(value, bool) else None  # strict: never truthiness
+    name = platform if isinstance(platform, str) else str(platform)
+    return name.strip().lower()
 
 
 def rejected_trust_fields(source: dict[str, Any]) -> list[str]:
     """The trust fields present in a wire ``source`` whose value is not a JSON boolean
     (``null``, ``0``, ``"true"``, ...): bad input, decoded as ``None``."""
     return [key for key in TRUST_FIELDS if key in source and not isinstance(source[key], bool)]
-
-
-def _first_str(obj: dict[str, Any], *keys: str) -> str | None:
-    for key in keys:
-        value = obj.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def escape_key_part(value: str) -> str:
@@ -137,11 +116,11 @@ class Media:
         size = obj.get("size")
         return cls(
             url=url,
-            mime=_str(obj, "mime"),
-            kind=_str(obj, "kind"),
+            mime=text(obj, "mime"),
+            kind=text(obj, "kind"),
             size=size if isinstance(size, int) and not isinstance(size, bool) else None,
-            filename=_str(obj, "filename"),
-            caption=_str(obj, "caption"),
+            filename=text(obj, "filename"),
+            caption=text(obj, "caption"),
         )
 
 
@@ -172,31 +151,37 @@ class Source(_RawFields):
     """This event is an edit of an earlier message."""
     one_to_one_verified: bool | None = None
     """The chat is verified to be a one-to-one chat with this user."""
+    message_id: str | None = None
+    """The message's id as the source names it; where the source has none, the event's
+    top-level ``message_id`` (as the connector's own gateway reads it)."""
 
     @classmethod
-    def from_wire(cls, obj: object) -> Source:
+    def from_wire(cls, obj: object, *, message_id: object = None) -> Source:
         """Decode an event's ``source``; raises `FrameError` only if it is not
-        an object."""
+        an object. ``message_id`` is the event's top-level ``message_id`` as on the
+        wire: the fallback of the source's own."""
         if not isinstance(obj, dict):
             raise FrameError(f"event source must be an object, got {type(obj).__name__}")
         platform = obj.get("platform")
         chat_type = obj.get("chat_type")
         scope_id = wire_id(obj.get("scope_id"))
+        own_id = wire_id(obj.get("message_id")) or wire_id(message_id)
         return cls(
             platform=platform if isinstance(platform, str) else "",
             chat_id=wire_id(obj.get("chat_id")),
-            chat_type=_choice(chat_type, CHAT_TYPES, "dm"),
-            chat_name=_str(obj, "chat_name"),
+            chat_type=choice(chat_type, CHAT_TYPES, "dm"),
+            chat_name=text(obj, "chat_name"),
             user_id=wire_id(obj.get("user_id")),
-            user_name=_first_str(obj, "user_name", "user_display_name", "user_handle"),
+            user_name=first_text(obj, "user_name", "user_display_name", "user_handle"),
             thread_id=wire_id(obj.get("thread_id")),
             # guild_id is the name older connectors used (Discord's word for it).
             scope_id=scope_id if scope_id is not None else wire_id(obj.get("guild_id")),
-            profile=_str(obj, "profile"),
+            profile=text(obj, "profile"),
             raw=dict(obj),
-            is_bot=_flag(obj, "is_bot"),
-            message_is_edit=_flag(obj, "message_is_edit"),
-            one_to_one_verified=_flag(obj, "one_to_one_verified"),
+            is_bot=flag(obj, "is_bot"),
+            message_is_edit=flag(obj, "message_is_edit"),
+            one_to_one_verified=flag(obj, "one_to_one_verified"),
+            message_id=own_id,
         )
 
 
@@ -234,15 +219,21 @@ class MessageEvent(_RawFields):
         Any field of the wrong type falls back to its default."""
         if not isinstance(obj, dict):
             raise FrameError(f"event must be an object, got {type(obj).__name__}")
-        text = obj.get("text")
+        body = obj.get("text")
         message_type = obj.get("message_type")
+        message_id = obj.get("message_id")
         media_urls = obj.get("media_urls")
         media = obj.get("media")
         source = obj.get("source")
+        # The source first: its message_id falls back to the event's (read from the
+        # wire there, so the whole source is read in one go).
+        decoded_source = Source.from_wire(
+            source if isinstance(source, dict) else {}, message_id=message_id
+        )
         return cls(
-            text=text if isinstance(text, str) else "",
-            message_type=_choice(message_type, MESSAGE_TYPES, "text"),
-            message_id=wire_id(obj.get("message_id")),
+            text=body if isinstance(body, str) else "",
+            message_type=choice(message_type, MESSAGE_TYPES, "text"),
+            message_id=wire_id(message_id),
             reply_to_message_id=wire_id(obj.get("reply_to_message_id")),
             media_urls=(
                 tuple(u for u in media_urls if isinstance(u, str))
@@ -254,7 +245,7 @@ class MessageEvent(_RawFields):
                 if isinstance(media, list)
                 else ()
             ),
-            source=Source.from_wire(source if isinstance(source, dict) else {}),
+            source=decoded_source,
             reply_to=ReplyTo.from_wire(obj.get("reply_to")),
             context=context_from_wire(obj.get("context")),
             context_error=obj.get("context_error") is True,
@@ -267,11 +258,15 @@ class MessageEvent(_RawFields):
         """``"platform:chat_id:message_id"`` identifying this message across redeliveries,
         or ``None`` when any part is missing: such events are never treated as
         duplicates (fail open), since dropping a real message is worse than a repeat.
+        The message id is the event's own, else the source's (``source.message_id``):
+        a connector that names the message only on its source is still deduplicated.
 
         A ``:`` or ``%`` inside a part is percent-escaped so that distinct messages
         never share a key."""
-        platform = normalize_platform(self.source.platform)
-        chat_id = self.source.chat_id
-        if not platform or not chat_id or not self.message_id:
+        source = self.source
+        platform = normalize_platform(source.platform)
+        chat_id = source.chat_id
+        message_id = self.message_id or source.message_id
+        if not platform or not chat_id or not message_id:
             return None
-        return ":".join(map(escape_key_part, (platform, chat_id, self.message_id)))
+        return ":".join(map(escape_key_part, (platform, chat_id, message_id)))
