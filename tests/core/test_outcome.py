@@ -156,6 +156,42 @@ def test_egress_declined_from_the_connector(result: dict[str, object], declined:
     assert Outcome.answered(dict(result)).egress_declined is declined
 
 
+SLACK_DECLINE = (
+    "Slack egress declined: target is not an approved destination for this connection"
+)
+
+
+@pytest.mark.parametrize(
+    ("error", "declined"),
+    [
+        (SLACK_DECLINE, True),  # the real connector's text: the platform comes first
+        ("discord EGRESS DECLINED: target is not approved", True),
+        ("relay: egress declined: no", True),
+        ("egress declined (no colon)", False),
+        ("egress declined: but the ack was lost", False),
+        ("slack egress declined: target ... (ack lost, retry)", False),
+        ("Egress declined: acknowledgement lost in transit", False),
+        ("egress declined: acks are lost sometimes", False),
+        ("egress declined: lost track of the rack", True),  # neither word is "ack"
+    ],
+)
+def test_a_decline_is_the_marker_anywhere_in_any_case_but_never_a_lost_ack(
+    error: str, declined: bool
+) -> None:
+    outcome = Outcome.answered({"success": False, "error": error})
+    assert outcome.egress_declined is declined
+    # A decline said only in words reads like one said with the code, result untouched.
+    assert outcome.code == ("egress_declined" if declined else None)
+    assert outcome.result == {"success": False, "error": error}
+
+
+def test_a_coded_decline_that_speaks_of_a_lost_ack_is_not_one() -> None:
+    coded = Outcome.answered({"success": False, "code": "egress_declined", "error": "ack lost"})
+    assert not coded.egress_declined
+    other = Outcome.answered({"success": False, "code": "platform_error", "error": SLACK_DECLINE})
+    assert other.egress_declined and other.code == "platform_error"  # the code kept
+
+
 def test_egress_declined_never_when_ambiguous() -> None:
     outcome = Outcome.ambiguous_failure(_outcome.EGRESS_DECLINED, "egress declined: maybe")
     assert not outcome.egress_declined

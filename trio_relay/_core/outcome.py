@@ -11,6 +11,7 @@ Sans-I/O: no Trio, no sockets.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +25,14 @@ REVOKED = "revoked"
 QUEUE_FULL = "queue_full"
 UNSUPPORTED_OP = "unsupported_op"
 DRAFT_SEALED = "draft_sealed"
-# The connector's refusal, named by docs/protocol.md, "Outcomes".
+# The connector's refusal, named by docs/protocol.md, "Egress declines"; also the code
+# of a request the gateway answers itself because its chat is latched.
 EGRESS_DECLINED = "egress_declined"
+DECLINE_MARKER = "egress declined:"
+"""What an older connector's decline says somewhere in its error (after the platform:
+``"Slack egress declined: target is not an approved destination ..."``), in any case."""
+_ACK = re.compile(r"\back(?:nowledge?ment)?s?\b")
+_LOST = re.compile(r"\blost\b")
 GATEWAY_CODES = frozenset(
     {
         CLOSING,
@@ -58,21 +65,31 @@ class Outcome:
 
     @property
     def egress_declined(self) -> bool:
-        """True when the connector refused to deliver this to the chat (code
-        ``egress_declined``, or an error text starting "egress declined:"), typically
-        because the routing metadata was missing: a definite refusal, never retried as
-        another op. Never true for an ambiguous outcome."""
+        """True when the connector refused to deliver this to the chat: the chat is not
+        an approved destination for this connection (code ``egress_declined``, or the
+        text ``egress declined:`` anywhere in the error, in any case). A definite
+        refusal, never retried as another op; the relay latches the chat after one
+        (docs/protocol.md, "Egress declines"). Never true for an ambiguous outcome, nor
+        for an error that speaks of a lost ack (the connector may have carried it
+        out)."""
         if self.success or self.ambiguous:
+            return False
+        error = self.error
+        if error is not None and mentions_lost_ack(error):
             return False
         if self.code == EGRESS_DECLINED:
             return True
-        return self.error is not None and self.error.lower().startswith("egress declined:")
+        return error is not None and DECLINE_MARKER in error.lower()
 
     @classmethod
     def answered(cls, result: dict[str, Any]) -> Outcome:
-        """The connector's answer, passed through. A refusal of egress is definite."""
+        """The connector's answer, passed through. A refusal of egress is definite; one
+        an older connector said only in words gets the code ``egress_declined`` (the
+        ``result`` stays as it came), so every decline reads the same."""
         error = result.get("error")
         code = result.get("code")
+        if code is None and isinstance(error, str) and declined_in_words(error):
+            code = EGRESS_DECLINED
         # Made once per result on the reader's hot path: the fields are set through
         # their slots, past the frozen dataclass's __init__ (1.0 vs 1.7 us here; still
         # frozen for everyone else).
@@ -93,6 +110,18 @@ class Outcome:
     def ambiguous_failure(cls, code: str, error: str) -> Outcome:
         """A failure after the frame was written: the connector may have applied it."""
         return cls(success=False, ambiguous=True, error=error, code=code)
+
+
+def mentions_lost_ack(error: str) -> bool:
+    """True when ``error`` speaks of a lost ack ("ack lost", "acknowledgement was
+    lost"): such a result is never read as a decline."""
+    lowered = error.lower()
+    return _LOST.search(lowered) is not None and _ACK.search(lowered) is not None
+
+
+def declined_in_words(error: str) -> bool:
+    """True when ``error`` is a decline as an older connector words it (no code)."""
+    return DECLINE_MARKER in error.lower() and not mentions_lost_ack(error)
 
 
 _new = object.__new__

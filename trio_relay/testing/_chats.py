@@ -123,6 +123,10 @@ class ChatBook:
         self.keep_transcripts = keep_transcripts
         self.chats: dict[str, Chat] = {}
         self.prompts: dict[str, PromptShown] = {}
+        self.declined: dict[str, bool] = {}
+        """Chats declined on purpose -> whether their declines carry the code."""
+        self.auto_threads: set[str] = set()
+        """Chats whose sends open a thread of their own (the auto-thread policy)."""
 
     def chat(self, chat_id: str) -> Chat:
         known = self.chats.get(chat_id)
@@ -218,8 +222,12 @@ class ChatBook:
 
     def declined_scope(self, action: Mapping[str, Any]) -> str | None:
         """Why egress of ``action`` to its chat is declined, or ``None``: a chat whose
-        inbound named a tenant accepts only replies that name the same one."""
+        inbound named a tenant accepts only replies that name the same one, and a chat
+        declined on purpose (`decline`) accepts none. The reason is for the
+        connector's own log; the gateway gets the uniform text."""
         chat_id = _text(action.get("chat_id"))
+        if chat_id is not None and chat_id in self.declined:
+            return f"chat {chat_id!r} is declined on purpose"
         chat = self.chats.get(chat_id) if chat_id is not None else None
         if chat is None or chat.scope_id is None:
             return None
@@ -227,12 +235,33 @@ class ChatBook:
         given = metadata.get("scope_id") if isinstance(metadata, dict) else None
         if given is None:
             return (
-                f"egress declined: chat {chat_id!r} belongs to scope {chat.scope_id!r} "
-                "and the action carries no metadata.scope_id"
+                f"chat {chat_id!r} belongs to scope {chat.scope_id!r} and the action "
+                "carries no metadata.scope_id"
             )
         if _text(given) != chat.scope_id:
-            return (
-                f"egress declined: chat {chat_id!r} belongs to scope {chat.scope_id!r}, "
-                f"not {given!r}"
-            )
+            return f"chat {chat_id!r} belongs to scope {chat.scope_id!r}, not {given!r}"
         return None
+
+    def open_thread(self, parent_id: str, thread_id: str) -> None:
+        """A thread the connector opened in ``parent_id``: a chat of the same tenant."""
+        parent = self.chat(parent_id)
+        thread = self.chat(thread_id)
+        thread.platform, thread.gateway_id = parent.platform, parent.gateway_id
+        thread.scope_id = parent.scope_id
+        thread.source = {
+            **parent.source,
+            "chat_id": thread_id,
+            "chat_type": "thread",
+            "parent_chat_id": parent_id,
+        }
+
+    def decline(self, chat_id: str, *, with_code: bool = True) -> None:
+        """Decline every reply to ``chat_id`` from now on (until `allow`)."""
+        self.declined[chat_id] = with_code
+
+    def allow(self, chat_id: str) -> None:
+        self.declined.pop(chat_id, None)
+
+    def decline_has_code(self, chat_id: str) -> bool:
+        """Whether the decline of ``chat_id`` carries the code (a scope's always does)."""
+        return self.declined.get(chat_id, True)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["OP_TABLE", "ActionRefusal", "OpSpec", "check_action"]
+__all__ = ["OP_TABLE", "ActionRefusal", "OpSpec", "check_action", "egress_declined"]
 
 ResultKind = Literal["message_id", "plain", "thread_id", "chat_info"]
 """What a successful result carries beside ``success``."""
@@ -55,13 +55,27 @@ class OpSpec:
 
 @dataclass(frozen=True, slots=True)
 class ActionRefusal:
-    """Why an action is refused: ``code`` for machines, ``error`` for people."""
+    """Why an action is refused: ``code`` for machines, ``error`` for people. A refusal
+    without a code is what an older connector sends: its error text alone."""
 
-    code: str
+    code: str | None
     error: str
 
     def result(self) -> dict[str, Any]:
+        if self.code is None:
+            return {"success": False, "error": self.error}
         return {"success": False, "code": self.code, "error": self.error}
+
+
+def egress_declined(platform: str | None, *, with_code: bool = True) -> ActionRefusal:
+    """A decline as the real connector words it (docs/protocol.md, "Egress declines"):
+    the same text for every reason, so that it tells a gateway nothing about other
+    tenants; ``with_code=False`` sends the text alone, as older connectors do."""
+    text = (
+        f"{platform or 'relay'} egress declined: target is not an approved destination "
+        "for this connection"
+    )
+    return ActionRefusal("egress_declined" if with_code else None, text)
 
 
 def _one_of(choices: tuple[str, ...]) -> Check:

@@ -40,7 +40,7 @@ from ._buffer import DurableBuffer
 from ._chats import ChatBook, TranscriptEntry
 from ._drafts import DraftBook
 from ._faults import ResultPolicy, UpgradePolicy
-from ._ops import OP_TABLE, ActionRefusal, check_action
+from ._ops import OP_TABLE, ActionRefusal, check_action, egress_declined
 from ._options import ConnectorOptions, JsonObject, OutboundHandler
 from ._session import ANONYMOUS, Admission, Session
 
@@ -195,6 +195,30 @@ class ConnectorProtocol:
             raise ValueError(f"count must be at least 1, got {count}")
         text = error or f"the platform refused this {op} (injected)"
         self.refusals.setdefault(op, []).extend([ActionRefusal(code, text)] * count)
+
+    def decline_egress(self, chat_id: str, *, with_code: bool = True) -> None:
+        """Decline every later reply to ``chat_id`` as the real connector declines a
+        destination that is not approved for the connection: ``{success: false, code:
+        "egress_declined", error: "<platform> egress declined: target is not an
+        approved destination for this connection"}``. ``with_code=False`` sends the
+        text alone, as older connectors do. Undo with
+        [`allow_egress`][trio_relay.testing.ReferenceConnector.allow_egress]."""
+        self.chats.decline(chat_id, with_code=with_code)
+
+    def allow_egress(self, chat_id: str) -> None:
+        """Undo [`decline_egress`][trio_relay.testing.ReferenceConnector.decline_egress]
+        (a chat's own scope is still checked)."""
+        self.chats.allow(chat_id)
+
+    def auto_thread(self, chat_id: str, on: bool = True) -> None:
+        """The connector's auto-thread policy for ``chat_id``: each later ``send`` to it
+        opens a new thread, and its result carries that thread's ``thread_id`` (and an
+        ``auto_thread_name``); the thread is a chat of the same tenant. ``on=False``
+        ends it."""
+        if on:
+            self.chats.auto_threads.add(chat_id)
+        else:
+            self.chats.auto_threads.discard(chat_id)
 
     # --- waiting ----------------------------------------------------------------------
 
@@ -438,7 +462,9 @@ class ConnectorProtocol:
         if OP_TABLE[frame.action["op"]].chat_addressed:
             declined = self.chats.declined_scope(frame.action)
             if declined is not None:
-                return ActionRefusal("egress_declined", declined)
+                logger.debug("%r: egress declined: %s", session, declined)
+                chat_id = str(frame.action.get("chat_id"))
+                return egress_declined(platform, with_code=self.chats.decline_has_code(chat_id))
         return None
 
     def _carry_out(self, action: Mapping[str, Any]) -> JsonObject:
@@ -449,6 +475,16 @@ class ConnectorProtocol:
             return {"success": True}
         if kind == "thread_id":
             return {"success": True, "thread_id": f"t{self.outbound_count}"}
+        if action["op"] == "send" and str(action["chat_id"]) in self.chats.auto_threads:
+            # The connector's auto-thread policy: the reply opened a thread of its own.
+            thread_id = f"t{self.outbound_count}"
+            self.chats.open_thread(str(action["chat_id"]), thread_id)
+            return {
+                "success": True,
+                "message_id": f"m{self.outbound_count}",
+                "thread_id": thread_id,
+                "auto_thread_name": f"Thread {thread_id}",
+            }
         if kind == "chat_info":
             chat = self.chats.chat(str(action["chat_id"]))
             name = chat.source.get("chat_name") or chat.chat_id
