@@ -17,17 +17,17 @@ from trio_relay.testing import open_connector
 # --- tenants -----------------------------------------------------------------------
 
 
+DISCORD_DECLINE = (
+    "discord egress declined: target is not an approved destination for this connection"
+)
+
+
 @pytest.mark.parametrize(
     ("metadata", "declined"),
-    [
-        (None, "and the action carries no metadata.scope_id"),
-        ({"user_id": "U1"}, "and the action carries no metadata.scope_id"),
-        ({"scope_id": "G2"}, "not 'G2'"),
-        ({"scope_id": "G1"}, None),
-    ],
+    [(None, True), ({"user_id": "U1"}, True), ({"scope_id": "G2"}, True), ({"scope_id": "G1"}, False)],
 )
 async def test_egress_to_a_scoped_chat_needs_its_scope(
-    metadata: dict[str, str] | None, declined: str | None
+    metadata: dict[str, str] | None, declined: bool
 ) -> None:
     async with open_connector() as connector, dial(connector) as peer:
         await peer.handshake("discord")
@@ -39,18 +39,23 @@ async def test_egress_to_a_scoped_chat_needs_its_scope(
         result = await request(peer, "r1", reply)
         unscoped = await request(peer, "r2", action("send", chat_id="elsewhere"))
     assert unscoped["success"] is True  # a chat without a tenant takes any reply
-    if declined is None:
+    if not declined:
         assert result["success"] is True
         return
-    assert result["success"] is False and result["code"] == "egress_declined"
-    assert result["error"].startswith("egress declined: chat 'D1' belongs to scope 'G1'")
-    assert declined in result["error"]
+    # The real connector's uniform text: the platform, the marker, and nothing about
+    # the tenant (so a gateway learns nothing about another's chats).
+    assert result == {"success": False, "code": "egress_declined", "error": DISCORD_DECLINE}
     assert [str(e) for e in connector.transcript("D1")] == ["U1 #M1: hi bot"]
 
 
 async def test_legacy_guild_id_is_a_scope_and_the_relay_sees_egress_declined() -> None:
     event = {**GUILD_EVENT, "source": {"platform": "relay", "chat_id": "D1", "guild_id": "G9"}}
-    async with open_connector() as connector, trio_relay.open_relay(connector.url) as relay:
+    # Unlatched: the second request goes out although the first was declined.
+    config = trio_relay.RelayConfig(latch_declines=False)
+    async with (
+        open_connector() as connector,
+        trio_relay.open_relay(connector.url, config=config) as relay,
+    ):
         await relay.wait_connected(5)
         await connector.send_inbound(event)
         declined = await relay.request(
@@ -60,8 +65,43 @@ async def test_legacy_guild_id_is_a_scope_and_the_relay_sees_egress_declined() -
             {"op": "send", "chat_id": "D1", "content": "x", "metadata": {"scope_id": "G9"}}
         )
     assert not declined.success and declined.code == "egress_declined"
-    assert declined.error is not None and declined.error.startswith("egress declined:")
+    assert declined.error == (
+        "relay egress declined: target is not an approved destination for this connection"
+    )
     assert scoped.success
+
+
+@pytest.mark.parametrize("with_code", [True, False], ids=["coded", "text-only"])
+async def test_a_chat_declined_on_purpose_is_declined_as_the_real_connector_does(
+    with_code: bool,
+) -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake("discord")
+        connector.decline_egress("D1", with_code=with_code)
+        declined = await request(peer, "r1", action("send", chat_id="D1"))
+        typing = await request(peer, "r2", action("typing", chat_id="D1"))
+        elsewhere = await request(peer, "r3", action("send", chat_id="D2"))
+        connector.allow_egress("D1")
+        allowed = await request(peer, "r4", action("send", chat_id="D1"))
+    coded = {"code": "egress_declined"} if with_code else {}
+    assert declined == typing == {"success": False, **coded, "error": DISCORD_DECLINE}
+    assert elsewhere["success"] is True and allowed["success"] is True
+
+
+async def test_auto_thread_opens_a_thread_of_the_chats_tenant() -> None:
+    async with open_connector() as connector, dial(connector) as peer:
+        await peer.handshake("discord")
+        await connector.send_inbound(GUILD_EVENT)
+        await peer.frame()
+        connector.auto_thread("D1")
+        scoped = {"scope_id": "G1"}
+        opened = await request(peer, "r1", action("send", chat_id="D1", metadata=scoped))
+        in_thread = action("send", chat_id=opened["thread_id"], metadata=scoped)
+        reply = await request(peer, "r2", in_thread)
+        unscoped = await request(peer, "r3", action("send", chat_id=opened["thread_id"]))
+    assert opened["success"] and opened["thread_id"] and opened["auto_thread_name"]
+    assert reply["success"] is True and "thread_id" not in reply  # a thread's own send
+    assert unscoped["code"] == "egress_declined"  # the thread has its parent's tenant
 
 
 # --- users, prompts, transcripts ----------------------------------------------------

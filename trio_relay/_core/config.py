@@ -178,6 +178,13 @@ class RelayConfig:
     """How many chats' routing metadata (platform, bot id, scope_id, user_id, profile,
     thread_id of their latest inbound) the relay remembers, least recently used
     evicted; see ``Relay.routes``."""
+    latch_declines: bool = True
+    """After the connector declines egress to a chat (``egress_declined``), answer that
+    chat's further content requests (send, edit, draft, prompt, send_media, task_card)
+    at once with the decline, sending no frame, until an inbound message of that chat is
+    handled; one WARNING per latch, ``stats.declines_latched``, and
+    ``relay.health().latched_chats`` names them. ``False``: every request goes out, for
+    a caller that handles declines itself."""
     edit_interval: float = 0.5
     """Least time between two edits of a ``stream_reply`` message: platforms rate-limit
     edits, and a model writes faster than anyone reads."""

@@ -36,6 +36,10 @@ class Health:
     monotonic time in seconds."""
     reason: str
     """Why, in words: ``"connected"``, ``"redial held"``, the last link's end, ..."""
+    latched_chats: tuple[str, ...] = ()
+    """The chats latched after an egress decline, oldest first: their content requests
+    are answered at once until they speak again (``RelayConfig.latch_declines``). Not a
+    matter of ``live`` or ``ready``: the relay serves every other chat."""
 
 
 def assess(
@@ -46,13 +50,16 @@ def assess(
     held: bool,
     tasks_failed: int,
     last_end: ConnectionEnd | None,
+    latched_chats: tuple[str, ...] = (),
 ) -> Health:
     """The health of a relay in ``state`` since ``since``: ``closing`` (leaving
     ``open_relay``), ``held`` (a redial hold is on), ``tasks_failed`` (relay tasks that
-    ended by an exception) and ``last_end`` (how the last link or dial ended)."""
+    ended by an exception), ``last_end`` (how the last link or dial ended) and
+    ``latched_chats`` (the chats latched after a decline)."""
     live = state not in (State.REVOKED, State.CLOSED) and not tasks_failed
     ready = live and state is State.CONNECTED and not closing
-    return Health(live, ready, state, since, _reason(state, closing, held, tasks_failed, last_end))
+    reason = _reason(state, closing, held, tasks_failed, last_end)
+    return Health(live, ready, state, since, reason, latched_chats)
 
 
 def _reason(

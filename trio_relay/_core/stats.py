@@ -54,6 +54,13 @@ class RelayStats:
     redial_holds: int = 0
     """Redial holds placed ([`Relay.hold_redial`][trio_relay.Relay.hold_redial],
     ``go_dormant(hold=...)``)."""
+    declines_latched: int = 0
+    """Chats latched after the connector declined egress to them (one WARNING each; see
+    ``RelayConfig.latch_declines``). [`Relay.health`][trio_relay.Relay.health] names the
+    chats latched now."""
+    requests_latched: int = 0
+    """Content requests answered at once, with no frame sent, because their chat was
+    latched (counted in ``requests`` too, as ``"failed"``)."""
     missing_descriptors: list[str] = field(default_factory=list)
     """Hello'd platforms still without a descriptor ``handshake_timeout`` after the
     current connection opened (requests for them get the legacy ops only)."""

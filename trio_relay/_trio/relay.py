@@ -98,7 +98,10 @@ class Relay:
         self._pipeline = pipeline
         self._acks = acks
         """Where the pipeline's acks leave: pointed at the newest open connection."""
-        self._adapter = AdapterPlane(config, self._bot_ids)
+        self._adapter = AdapterPlane(config, self._bot_ids, stats)
+        self._declines = self._adapter.declines
+        """The adapter's decline latch (``None`` when off), told by ``request`` how each
+        request it sent ended."""
         self.routes = self._adapter.routes
         """Per-chat routing metadata learned from inbound; ``routes.prime(source)``
         seeds a chat before its first inbound (a cold start)."""
@@ -302,8 +305,9 @@ class Relay:
         request fails at once, unless ``wait_connected`` is true: then it waits for the
         next connection within the same timeout.
         """
-        # Fills the chat's routing metadata, strips unrendered format hints, refuses a
-        # draft after its seal.
+        # The one send point: fills the chat's routing metadata, strips unrendered format
+        # hints, refuses content for a latched chat and a draft after its seal; and
+        # below, once settled, the latch learns how the request ended.
         routed = self._adapter.route(self, action, platform)
         bot_id = None
         if routed is not None:
@@ -365,6 +369,8 @@ class Relay:
                 # (a connection's end counts all K of its requests at once).
                 if record is not None:
                     record.settled(settled)
+                if self._declines is not None and (not settled.success or op == "send"):
+                    self._adapter.settled(self, action, settled)
                 return settled
         else:
             outcome = ready  # a refusal: nothing is sent
@@ -495,7 +501,8 @@ class Relay:
         relay is ``REVOKED`` or ``CLOSED`` or one of its tasks failed; ``ready`` only
         when ``CONNECTED``. A dormant, held or reconnecting relay is live and not ready
         (suspended is not down). ``since`` is when the state last changed (Trio's
-        monotonic clock); ``reason`` says why, in words."""
+        monotonic clock); ``reason`` says why, in words; ``latched_chats`` names the
+        chats latched after an egress decline (``RelayConfig.latch_declines``)."""
         lifecycle = self._lifecycle
         return assess(
             lifecycle.state,
@@ -504,6 +511,7 @@ class Relay:
             held=lifecycle.hold.active(trio.current_time()),
             tasks_failed=self.stats.tasks_failed,
             last_end=lifecycle.last_end,
+            latched_chats=self._adapter.latched_chats(),
         )
 
     # --- connection hooks (called synchronously by the connection) ----------------

@@ -1,16 +1,21 @@
 """The adapter plane of a relay: routes learned from inbound and filled into
 outbound, format hints kept only where the platform renders them, drafts never sent
-after their seal, text sent in pieces that fit, streaming replies, task cards, prompts,
-typing, and handlers that get the relay.
+after their seal, chats latched after an egress decline, text sent in pieces that fit,
+streaming replies, task cards, prompts, typing, and handlers that get the relay.
 
 `AdapterPlane` is what [`Relay`][trio_relay.Relay] delegates to: each
 of the relay's adapter methods (``send_text``, ``stream_reply``, ``task_card``,
 ``ask``, ``typing``, ``descriptor_for``) is one call here, passing the relay as the narrow
 `RelayPort` it is written against (so nothing in
 ``adapter/`` imports the relay). It plugs into the inbound pipeline twice: routes are
-recorded by a pre-handler step (in the message's lane, before ``on_message``), prompt
-answers are taken by an intercept at submit (see `prompts`
-for why that one cannot wait for the lane).
+recorded (and a chat's decline latch lifted) by a pre-handler step (in the message's
+lane, right before ``on_message``), prompt answers are taken by an intercept at submit
+(see `prompts` for why that one cannot wait for the lane).
+
+Every request of the plane, and every request of the caller, goes through the relay's
+one send point (``Relay.request``), which asks `AdapterPlane.route` before it sends and
+tells `AdapterPlane.settled` how it ended: the one place where the decline latch
+(``_core/declines.py``) refuses and learns.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..._core import outcome as _outcome
 from ..._core.config import RelayConfig
+from ..._core.declines import DeclineLatch
 from ..._core.descriptor import Descriptor
 from ..._core.event import MessageEvent, normalize_platform
 from ..._core.handler_signature import takes_extra_argument
 from ..._core.outcome import Outcome
 from ..._core.prompts import OptionSpec, PromptAnswer
 from ..._core.routes import RouteTable, routed_action
+from ..._core.stats import RelayStats
 from .prompts import PromptBroker
 from .sending import FORMAT_HINTS, send_pieces
 from .streaming import StreamReply, open_stream_reply
@@ -101,13 +108,21 @@ class AdapterPlane:
         "_close_timeout",
         "_edit_interval",
         "_hints_stripped",
+        "_stats",
+        "declines",
         "prompts",
         "routes",
         "sealed",
     )
 
-    def __init__(self, config: RelayConfig, bot_ids: Mapping[str, str]) -> None:
+    def __init__(
+        self, config: RelayConfig, bot_ids: Mapping[str, str], stats: RelayStats
+    ) -> None:
         self.routes = RouteTable(config.route_cache_size, bot_ids)
+        self._stats = stats
+        self.declines = DeclineLatch(config.route_cache_size) if config.latch_declines else None
+        """The chats latched after an egress decline; ``None`` when
+        ``RelayConfig(latch_declines=False)``."""
         self._bot_ids = bot_ids  # (the relay's own mapping: no copy per relay)
         self._edit_interval = config.edit_interval
         self._close_timeout = config.close_timeout
@@ -120,8 +135,18 @@ class AdapterPlane:
     # --- inbound ---------------------------------------------------------------------
 
     async def record_route(self, event: MessageEvent) -> MessageEvent:
-        """Pre-handler step: remember where this chat lives before its handler runs."""
-        self.routes.record(event.source)
+        """Pre-handler step: the message is about to be handed to its handler, so
+        remember where its chat lives, and lift the chat's decline latch (it spoke
+        again: a raw frame, or one dropped by dedupe, never gets here)."""
+        source = event.source
+        self.routes.record(source)
+        declines = self.declines
+        if declines is not None and declines.chats:
+            lifted = declines.admitted(source.chat_id)
+            if lifted is not None:
+                logger.info(
+                    "chat %r spoke again: its egress decline latch is lifted", lifted
+                )
         return event
 
     def intercept(self, event: MessageEvent) -> bool:
@@ -134,9 +159,9 @@ class AdapterPlane:
         self, relay: RelayPort, action: Mapping[str, Any], platform: str | None
     ) -> Routed | None:
         """Fill the chat's routing metadata into ``action`` and name its platform,
-        strip format hints the platform would not render, and refuse a draft after its
-        seal; ``None`` when there is nothing to change (the common case is kept cheap:
-        every request passes here).
+        strip format hints the platform would not render, refuse content for a latched
+        chat and a draft after its seal; ``None`` when there is nothing to change (the
+        common case is kept cheap: every request passes here).
 
         Routing applies only to an action with a string ``chat_id`` whose chat has a
         route, and only when the caller named no platform or the route's own: a chat id
@@ -146,6 +171,13 @@ class AdapterPlane:
             metadata = action.get("metadata")
         except AttributeError:  # not a mapping: request() says so
             return None
+        declines = self.declines
+        if declines is not None and declines.chats:
+            latched = declines.refusal(action)
+            if latched is not None:
+                self._stats.requests_latched += 1
+                logger.debug("%s to %r not sent: %s", op, action.get("chat_id"), latched.error)
+                return Routed(action, platform, None, latched)
         if op == "draft":
             refused = self._check_draft(action)
             if refused is not None:
@@ -154,6 +186,28 @@ class AdapterPlane:
         if type(metadata) is dict and FORMAT_HINTS in metadata:
             return self._format_hints(relay, action, platform, routed)
         return routed
+
+    def settled(self, relay: RelayPort, action: Mapping[str, Any], outcome: Outcome) -> None:
+        """How a request sent by the send point ended: a definite decline of content
+        latches its chat (one WARNING a latch), and a send's new thread is remembered as
+        its chat's. Called only while latching is on, for a failure or a ``send``."""
+        assert self.declines is not None
+        latched = self.declines.settled(action, outcome)
+        if latched is None:
+            return
+        self._stats.declines_latched += 1
+        logger.warning(
+            "the connector declined egress to chat %r (%s): its content requests are "
+            "answered at once, without a frame, until an inbound message of it is "
+            "handled (RelayConfig.latch_declines)",
+            latched,
+            outcome.error,
+            extra={"relay": relay.name, "cause": outcome.code},
+        )
+
+    def latched_chats(self) -> tuple[str, ...]:
+        """The chats latched now, oldest first (empty while latching is off)."""
+        return () if self.declines is None else tuple(self.declines.chats)
 
     def _check_draft(self, action: Mapping[str, Any]) -> Outcome | None:
         draft_id = action.get("draft_id")

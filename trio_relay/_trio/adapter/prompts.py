@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import trio
 
 from ..._core.event import MessageEvent
+from ..._core.outcome import Outcome
 from ..._core.prompts import (
     PROMPT_KINDS,
     OptionSpec,
@@ -151,11 +152,15 @@ class PromptBroker:
         limit = math.inf if timeout is None else timeout
         try:
             with trio.move_on_after(limit):
-                if native and not await self._send_native(
-                    relay, pending, question, kind, timeout, reply_to
-                ):
-                    pending.by_text = True  # the connector refused the op: ask in words
-                    native = False
+                if native:
+                    refused = await self._send_native(
+                        relay, pending, question, kind, timeout, reply_to
+                    )
+                    if refused is not None and refused.egress_declined:
+                        return None  # the chat refused us: never asked again in words
+                    if refused is not None:
+                        pending.by_text = True  # the connector refused the op: ask in words
+                        native = False
                 if not native:
                     outcomes = await relay.send_text(
                         chat_id, fallback_text(question, normalized), reply_to=reply_to
@@ -177,18 +182,29 @@ class PromptBroker:
         kind: str,
         timeout: float | None,
         reply_to: str | None,
-    ) -> bool:
+    ) -> Outcome | None:
+        """Send the prompt op; ``None`` when it may be on screen, else its refusal."""
         action = prompt_action(
             pending.chat_id, pending.prompt_id, question, pending.options, kind, timeout, reply_to
         )
         outcome = await relay.request(action)
         if outcome.success or outcome.ambiguous:
             # Ambiguous: the buttons may be on screen; a press would still count.
-            return True
+            return None
+        if outcome.egress_declined:
+            # Never retried as another op: the chat would decline the text as well.
+            logger.warning(
+                "prompt %s: the connector declined egress to chat %r (%s); not asked",
+                pending.prompt_id,
+                pending.chat_id,
+                outcome.error,
+                extra={"relay": relay.name, "cause": outcome.code},
+            )
+            return outcome
         logger.warning(
             "prompt %s: the prompt op failed (%s); asking with numbered text instead",
             pending.prompt_id,
             outcome.error,
             extra={"relay": relay.name, "cause": outcome.code},
         )
-        return False
+        return outcome

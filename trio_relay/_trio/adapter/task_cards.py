@@ -113,9 +113,11 @@ class TaskCard:
         if unsupported is not None:
             self.outcomes.append(unsupported)
             return unsupported
-        self._sent = True
+        shown_before, self._sent = self._sent, True  # (a cancelled update may show)
         outcome = await self._relay.request(self._action("task_card", chunks=chunks))
         self.outcomes.append(outcome)
+        if not (outcome.success or outcome.ambiguous):
+            self._sent = shown_before  # refused: no card came of it, none to stop
         return outcome
 
     async def _stop(self, timeout: float) -> None:
