@@ -159,7 +159,7 @@ async def test_a_rejected_first_draft_falls_back_to_send_and_edits(
     assert connector.transcript_text("C1").splitlines()[-1].endswith(": Hello world!")
 
 
-async def test_a_draft_rejected_mid_stream_seals_what_shows_and_goes_on_after_it(
+async def test_after_a_draft_refused_mid_stream_no_draft_goes_not_even_a_seal(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     async with (
@@ -169,20 +169,85 @@ async def test_a_draft_rejected_mid_stream_seals_what_shows_and_goes_on_after_it
         await reply.write("Hello.")  # accepted: on screen
         await trio.sleep(1)
         connector.refuse_actions("draft", 1)
-        await reply.write(" And more")  # this draft is refused
+        await reply.write(" And more")  # this draft is refused: the lane is unusable
         await trio.sleep(1)
         await reply.write(" text")
     ops = [(a["op"], a.get("content"), a.get("final")) for a in wire.ops()]
     assert ops == [
         ("draft", "Hello.", False),
         ("draft", "Hello. And more", False),  # refused
-        ("draft", "Hello.", True),  # what the stream shows becomes the first message
-        ("send", "And more", None),  # the rest starts after it: nothing twice
+        ("send", "And more", None),  # the stream keeps "Hello."; the rest starts after it
         ("edit", "And more text", None),
     ]
-    shown = [e.text for e in connector.transcript("C1") if e.kind in ("seal", "send", "edit")]
-    assert shown == ["Hello.", "And more", "And more text"]
-    assert len(reply.message_ids) == 2 and not reply.live
+    shown = [e.text for e in connector.transcript("C1") if e.kind != "typing"]
+    assert shown == ["Hello.", "And more", "And more text"]  # nothing lost, nothing twice
+    assert len(reply.message_ids) == 1 and not reply.live and reply.failed is None
+
+
+async def test_a_failed_block_after_a_refused_draft_seals_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with live_relay("slack", live_descriptor()) as (connector, relay, wire):
+        with pytest.raises(ValueError, match="model broke"):
+            async with relay.stream_reply("C1") as reply:
+                await reply.write("Hello.")
+                await trio.sleep(1)
+                connector.refuse_actions("draft", 1)
+                await reply.write(" More")
+                await trio.sleep(1)
+                raise ValueError("model broke")
+    assert [a["final"] for a in wire.ops("draft")] == [False, False]  # no seal after it
+    assert not reply.live
+
+
+async def test_a_lost_seal_is_sent_again_with_backoff_until_a_definite_answer(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Three seals in a row leave and their connection dies before the answer (each
+    # ambiguous at once); the fourth is answered. The connector's tombstone makes every
+    # repeat the same message, so the retries cost nothing.
+    config = RelayConfig(
+        close_timeout=5, backoff_initial=0.01, backoff_max=0.02, backoff_stable_after=0.01
+    )
+    async with live_relay("slack", live_descriptor(), config=config) as (connector, relay, _w):
+        connector.lose_results(3, where=is_seal)
+
+        async def reset_after_each_lost_seal() -> None:
+            for lost in range(1, 4):
+                await connector.wait_until(
+                    lambda lost=lost: sum(is_seal(f.action) for f in connector.outbound) >= lost
+                )
+                await connector.abort()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reset_after_each_lost_seal)
+            async with relay.stream_reply("C1") as reply:
+                await reply.write("Survives")
+                await trio.sleep(1)
+    seals = [f for f in connector.outbound if is_seal(f.action)]
+    assert len(seals) == 4 and all(f.action == seals[0].action for f in seals)
+    assert [o.code for o in reply.outcomes[-4:]] == ["connection_lost"] * 3 + [None]
+    assert reply.outcome is not None and reply.outcome.success
+    assert len(connector.sessions) == 4
+    assert card_kinds(connector) == ["draft", "seal"]  # one message, never a send
+    assert reply.message_ids == [connector.transcript("C1")[-1].message_id]
+
+
+async def test_a_seal_lost_past_close_timeout_stays_ambiguous_and_sends_nothing_else(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = RelayConfig(request_timeout=2, close_timeout=1.5)
+    async with live_relay("slack", live_descriptor(), config=config) as (connector, relay, wire):
+        connector.drop_results()  # every seal is carried out, none answered
+        async with relay.stream_reply("C1") as reply:
+            await reply.write("Hi")
+    seals = [(t, a["final"]) for t, a in wire.timed("draft")]
+    # The first at 0 (lost at its 2 s timeout); the repeat at once, with what is left of
+    # the 1.5 s budget as its timeout; the budget is then spent.
+    assert seals == [(0.0, True), (2.0, True)]
+    assert reply.outcome is not None and reply.outcome.ambiguous
+    assert not wire.ops("send", "edit") and reply.failed is None
+    assert any("stayed ambiguous after 2 sends" in r.getMessage() for r in caplog.records)
 
 
 async def test_a_cancelled_block_is_sealed_with_what_was_on_screen(

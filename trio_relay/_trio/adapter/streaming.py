@@ -32,14 +32,22 @@ instead, each with the whole text so far, at most every ``edit_interval``, under
 the block ends with a seal (``final: true``); elsewhere the draft is a preview and the
 block ends with an ordinary ``send``. Why each failure is handled so:
 
-- An **ambiguous seal** is sent once more: the connector answers a repeated seal with
-  the same message (a tombstone per sealed ``draft_id``), so this never posts twice.
-  A second ambiguous one leaves the reply's outcome ambiguous; nothing else is sent.
+- A **lost seal** (its outcome ambiguous: the result never came, or the connection
+  ended after it left) is sent again, at once and then after 0.05 s, 0.1 s, ... until a
+  definite answer, for at most ``close_timeout`` after the first loss: the connector
+  answers a repeated seal with the same message (a tombstone per sealed ``draft_id``),
+  so a repeat costs nothing and never posts twice. If the budget runs out, the reply's
+  outcome stays ambiguous and nothing else is sent (a plain ``send`` then could show
+  the text twice). Only a *definite* refusal of the seal sends the rest of the text as
+  ordinary messages.
 - An **ambiguous draft** needs nothing: the next one carries the whole text anyway.
 - A **definite rejection** of a draft (the connector said no) means the lane is
-  unusable for this reply: the rest goes out by send and edits. Where the stream is the
-  message, what it already shows (the last draft the connector accepted) is sealed
-  first and the new message starts after it, so no text is lost or shown twice.
+  unusable for this reply: no further draft frame, not even a seal. The rest goes out
+  by send and edits, starting after what the stream already shows (the last draft the
+  connector accepted), so no text is lost or shown twice; the platform seals the
+  stream itself.
+- An **egress decline** (of a draft, the seal, a send) stops the reply: it is never
+  retried as another op (and the relay latches the chat).
 - A block that **raises or is cancelled** seals what is already on screen (the last
   accepted draft), best effort, within ``close_timeout``, then the error goes on.
 
@@ -83,6 +91,13 @@ _RETRYABLE = frozenset(
         _outcome.CLOSING,
     }
 )
+
+# A lost seal is sent again until a definite answer, for at most close_timeout after the
+# first loss (nothing was sent yet in these cases, or the seal may have been lost):
+# closing and revocation end the reply instead.
+_SEAL_AGAIN = _RETRYABLE - {_outcome.CLOSING}
+SEAL_RETRY_DELAY = 0.05
+"""The wait before the second repeat of a lost seal (the first goes at once); doubles."""
 
 # One draft_id per reply, unique in the process: the connector keys its streams (and
 # the tombstones of sealed ones) by it, across every relay of the process.
@@ -228,7 +243,7 @@ class StreamReply:
         if not content or content == self._drafted:
             return
         if self._units(content) > self._limit:
-            await self._fall_back("the reply outgrew max_message_length")
+            await self._fall_back("the reply outgrew max_message_length", seal_shown=True)
             return
         outcome = await self._relay.request(self._draft_action(content, final=False))
         self.outcomes.append(outcome)
@@ -240,14 +255,27 @@ class StreamReply:
         elif outcome.ambiguous:
             # It may show; the next draft carries the whole text either way.
             self._drafted = content
+        elif outcome.egress_declined:
+            self._stop_declined(outcome)
         elif outcome.code not in _RETRYABLE:
-            await self._fall_back(f"a draft was refused ({outcome.error})")
+            # The lane is unusable for this reply: not even a seal goes on it.
+            await self._fall_back(f"a draft was refused ({outcome.error})", seal_shown=False)
         # A gateway-side failure sent nothing: the next flush tries again.
 
-    async def _fall_back(self, why: str, *, seal_shown: bool = True) -> None:
+    def _stop_declined(self, outcome: Outcome) -> None:
+        """The connector declined egress to the chat: the reply sends nothing more (a
+        decline is never retried as another op)."""
+        self.live = False
+        self.failed = outcome
+        self._typing_off.set()
+        logger.warning("stream_reply to %s stopped: %s", self.chat_id, outcome.error,
+                       extra={"relay": self._relay.name, "cause": outcome.code})
+
+    async def _fall_back(self, why: str, *, seal_shown: bool) -> None:
         """The live card cannot carry the reply (the connector refused a draft, or the
         text no longer fits one message): go on with send and edits, starting after
-        what the stream already shows (sealed first, where it is the message)."""
+        what the stream already shows (sealed first where it is the message, unless
+        ``seal_shown`` is false: after a refusal, no draft frame goes on that lane)."""
         logger.log(
             logging.INFO if why.startswith("the reply outgrew") else logging.WARNING,
             "stream_reply to %s: %s; going on with send and edits",
@@ -277,10 +305,13 @@ class StreamReply:
             return
         if self._units(content) > self._limit:
             # Sealed as far as it showed; the rest in new messages that fit.
-            await self._fall_back("the reply outgrew max_message_length")
+            await self._fall_back("the reply outgrew max_message_length", seal_shown=True)
             return
         outcome = await self._seal(content)
         if outcome.success or outcome.ambiguous:
+            return
+        if outcome.egress_declined:
+            self._stop_declined(outcome)
             return
         if outcome.code in _RETRYABLE:
             self.failed = outcome
@@ -311,34 +342,57 @@ class StreamReply:
                 self.failed = self.outcome
 
     async def _seal(self, content: str, *, timeout: float | None = None) -> Outcome:
-        """Seal the live card with ``content``: the message it ends as. Sent once more
-        if the first result is lost (a repeated seal is idempotent)."""
+        """Seal the live card with ``content``: the message it ends as. A lost seal is
+        sent again until a definite answer, within ``close_timeout`` (see the module
+        docstring: a repeated seal is idempotent)."""
         action = self._draft_action(content, final=True)
         self._sealed = True
         outcome = await self._relay.request(action, wait_connected=True, timeout=timeout)
         self.outcomes.append(outcome)
-        if outcome.ambiguous:
-            logger.warning(
-                "stream_reply to %s: the seal of draft %s was ambiguous (%s); sending it "
-                "once more (the connector answers a repeated seal with the same message)",
-                self.chat_id,
-                self.draft_id,
-                outcome.error,
-            )
-            outcome = await self._relay.request(action, wait_connected=True, timeout=timeout)
-            self.outcomes.append(outcome)
-            if outcome.ambiguous:
-                logger.warning(
-                    "stream_reply to %s: the seal of draft %s stayed ambiguous (%s); it is "
-                    "not sent again",
-                    self.chat_id,
-                    self.draft_id,
-                    outcome.error,
-                )
+        if outcome.ambiguous or outcome.code in _SEAL_AGAIN:
+            outcome = await self._seal_again(action, outcome)
         self.outcome = outcome
         message_id = outcome.result.get("message_id") if outcome.success else None
         if message_id is not None:
             self.message_ids.append(str(message_id))
+        return outcome
+
+    async def _seal_again(self, action: dict[str, Any], lost: Outcome) -> Outcome:
+        """Repeat a lost seal, at once and then with a doubling backoff, until a
+        definite answer or ``close_timeout`` after the first loss."""
+        logger.warning(
+            "stream_reply to %s: the seal of draft %s was lost (%s); sending it again "
+            "until a definite answer, for at most %g s (the connector answers a repeated "
+            "seal with the same message)",
+            self.chat_id,
+            self.draft_id,
+            lost.error,
+            self._close_timeout,
+        )
+        deadline = trio.current_time() + self._close_timeout
+        delay = 0.0
+        outcome = lost
+        sent = 1
+        while outcome.ambiguous or outcome.code in _SEAL_AGAIN:
+            if trio.current_time() + delay >= deadline:
+                break
+            await trio.sleep(delay)
+            remaining = deadline - trio.current_time()
+            if remaining <= 0:
+                break
+            outcome = await self._relay.request(action, wait_connected=True, timeout=remaining)
+            self.outcomes.append(outcome)
+            sent += 1
+            delay = SEAL_RETRY_DELAY if delay == 0 else delay * 2
+        if outcome.ambiguous:
+            logger.warning(
+                "stream_reply to %s: the seal of draft %s stayed ambiguous after %d sends "
+                "(%s); nothing else is sent",
+                self.chat_id,
+                self.draft_id,
+                sent,
+                outcome.error,
+            )
         return outcome
 
     async def _seal_on_screen(self) -> None:
