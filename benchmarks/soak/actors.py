@@ -118,6 +118,11 @@ def _record(soak: Soak, nonce: int, outcome: Outcome, elapsed: float, timeout: f
         else:
             flags.set(nonce, ledger.DEFINITE)
             kind = f"definite:{outcome.code}"
+    elif outcome.code == "egress_declined" and not outcome.result:
+        # The chat is latched after an earlier decline: answered by the relay with no
+        # frame (no result), so it is a definite failure the connector must not see.
+        flags.set(nonce, ledger.DEFINITE)
+        kind = "definite:latched"
     else:
         kind = "declined" if outcome.code == "egress_declined" else f"other:{outcome.code}"
         if outcome.result.get("nonce") != nonce:

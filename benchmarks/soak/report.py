@@ -30,7 +30,8 @@ class SoakReport:
     requests: int = 0
     outcomes: Counter[str] = field(default_factory=Counter)
     """Request outcomes by kind: ``success``, ``declined`` (the connector's refusal),
-    ``definite:<code>``, ``ambiguous:<code>``."""
+    ``definite:<code>`` (``definite:latched``: a chat latched after a decline, answered
+    by the relay without a frame), ``ambiguous:<code>``."""
     faults: Counter[str] = field(default_factory=Counter)
     faults_skipped: int = 0
     bursts: int = 0

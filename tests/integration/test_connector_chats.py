@@ -24,7 +24,12 @@ DISCORD_DECLINE = (
 
 @pytest.mark.parametrize(
     ("metadata", "declined"),
-    [(None, True), ({"user_id": "U1"}, True), ({"scope_id": "G2"}, True), ({"scope_id": "G1"}, False)],
+    [
+        (None, True),
+        ({"user_id": "U1"}, True),
+        ({"scope_id": "G2"}, True),
+        ({"scope_id": "G1"}, False),
+    ],
 )
 async def test_egress_to_a_scoped_chat_needs_its_scope(
     metadata: dict[str, str] | None, declined: bool

@@ -188,7 +188,9 @@ async def test_a_thread_the_connector_opened_is_latched_with_its_chat_a_users_is
         thread = opened.result["thread_id"]
         connector.auto_thread("C1", False)
         user_thread = {"platform": "slack", "chat_id": "U-T1", "parent_chat_id": "C1"}
-        await connector.send_inbound({"text": "t", "message_id": "in-user-thread", "source": user_thread})
+        await connector.send_inbound(
+            {"text": "t", "message_id": "in-user-thread", "source": user_thread}
+        )
         await handled_count(relay, 2)
         connector.decline_egress("C1")
         assert (await relay.request(send("C1"))).egress_declined
@@ -197,9 +199,9 @@ async def test_a_thread_the_connector_opened_is_latched_with_its_chat_a_users_is
         health = relay.health()
         # The thread's own inbound is its chat's: it lifts the one latch of both.
         connector.allow_egress("C1")
+        bot_thread = {"platform": "slack", "chat_id": thread}
         await connector.send_inbound(
-            {"text": "back", "message_id": "in-bot-thread", "source": {"platform": "slack",
-                                                             "chat_id": thread}}
+            {"text": "back", "message_id": "in-bot-thread", "source": bot_thread}
         )
         await handled_count(relay, 3)
         lifted = await relay.request(send("C1"))
