@@ -2,6 +2,7 @@
 
 ::
 
+    trio-relay --version
     trio-relay bench [NAME|all] [--quick] [-n N] [--json PATH] [--plot PATH.png]
                      [--markdown PATH.md]
     trio-relay connector [--host HOST] [--port PORT] [--gateway-id ID] [--secret S]
@@ -34,6 +35,7 @@ from typing import TextIO, TypeVar
 
 import trio
 
+from . import __version__
 from ._core.close import AUTH_CLOSE_CODE
 from ._core.config import Identity, RelayConfig, UpgradeAuth
 from ._core.descriptor import Descriptor
@@ -288,6 +290,7 @@ def _parser() -> argparse.ArgumentParser:
         description="trio_relay tools: benchmarks against the asyncio baseline, a "
         "reference connector to develop against, and a probe for a real connector.",
     )
+    parser.add_argument("--version", action="version", version=f"trio-relay {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     benchmarks: dict[str, str] = {}
