@@ -30,6 +30,7 @@ import trio
 from .._core.config import Identity, RelayConfig, UpgradeAuth
 from .._core.endpoint import Endpoint
 from .._core.event import MessageEvent
+from .._core.handler_signature import check_async_handler
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
@@ -87,6 +88,12 @@ def open_relay(
     the first handshake (``POST /relay/policy``); a failure is logged as a warning and
     the relay runs on; an all-default policy is not sent.
     """
+    # A handler written without ``async`` is refused here, where the mistake is made,
+    # not on each delivery (which would run its side effects, then fail to await it).
+    check_async_handler("on_message", on_message, "event")
+    check_async_handler("on_interrupt", on_interrupt, "session_key, chat_id")
+    check_async_handler("on_passthrough", on_passthrough, "forward")
+    check_async_handler("on_dead_letter", on_dead_letter, "dead_letter")
     config = config or RelayConfig()
 
     def make() -> tuple[_Late, InboundPipeline, ConnectorHttp]:
