@@ -135,6 +135,16 @@ def _unavailable(command: str, reason: str) -> int:
     return 1
 
 
+def _connector_missing() -> str | None:
+    """Why ``trio-relay connector`` cannot run here (the ``testing`` extra is not
+    installed: the error names it), or ``None`` when it can."""
+    try:
+        from .testing import _connector_command  # noqa: F401
+    except ImportError as exc:
+        return str(exc)
+    return None
+
+
 def _connector(args: argparse.Namespace) -> int:
     from .testing._connector_command import run
 
@@ -352,15 +362,10 @@ def _parser() -> argparse.ArgumentParser:
         "C1, 'press C1 yes' presses option yes of the latest prompt in C1, 'transcript "
         "C1' prints the chat, 'help' lists the rest.",
     )
-    try:
+    # Without the testing extra (a base install) _run answers `connector` before parsing.
+    if _connector_missing() is None:
         from .testing._connector_command import add_arguments
-    except ImportError as exc:
-        # A base install has no reference connector; the other commands still work,
-        # and this one says which extra it needs.
-        missing = str(exc)
-        connector.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        connector.set_defaults(func=lambda _args: _unavailable("connector", missing))
-    else:
+
         add_arguments(connector, secret_env=SECRET_ENV)
         connector.set_defaults(func=_connector)
 
@@ -434,6 +439,13 @@ def _is_interrupt(exc: BaseException) -> bool:
 def _run(args_list: list[str]) -> int:
     if args_list[:1] == ["soak"]:
         return _soak(args_list[1:])
+    if args_list[:1] == ["connector"]:
+        # A base install has no reference connector: whatever the arguments (its own
+        # options are unknown then, and argparse would refuse them first), say which
+        # extra it needs. The other commands still work.
+        missing = _connector_missing()
+        if missing is not None:
+            return _unavailable("connector", missing)
     parser = _parser()
     args = parser.parse_args(args_list)
     if args.command is None:
