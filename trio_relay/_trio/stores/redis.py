@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -325,7 +324,7 @@ class _RedisSession:
     def _outage(self, exc: BaseException | None) -> None:
         if self._down_since is not None:
             return
-        self._down_since = time.monotonic()
+        self._down_since = trio.current_time()  # Trio's clock: MockClock in tests
         self._stats.dedupe_store_outages += 1
         if exc is None:
             cause = f"no answer within {self._store.timeout:g} s"
@@ -345,7 +344,7 @@ class _RedisSession:
                 pass
             else:
                 assert self._down_since is not None
-                down_for = time.monotonic() - self._down_since
+                down_for = trio.current_time() - self._down_since
                 self._down_since = None
                 logger.warning(
                     "inbound: dedupe store %s reachable again after %.1f s",
