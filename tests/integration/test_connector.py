@@ -39,6 +39,9 @@ async def test_hello_gets_one_descriptor_each_with_overrides() -> None:
         assert connector.url == f"http://127.0.0.1:{connector.port}"
         await peer.send(hello("slack"), hello("discord"))
         first, second = await peer.frames(2)
+        # Every op of the protocol unless overridden, as `trio-relay connector` says.
+        ops = set(first["descriptor"].pop("supported_ops"))
+        assert {"send", "edit", "typing", "follow_up", "prompt", "send_media", "draft"} <= ops
         assert first == {
             "type": "descriptor",
             "descriptor": {

@@ -36,8 +36,13 @@ class ConnectorOptions:
     """Gateway id -> secret: turns on upgrade authentication, checked against
     ``clock()``. ``None`` accepts any upgrade as gateway ``"anonymous"``."""
     descriptors: dict[str, JsonObject] | None = None
-    """Descriptor keys overriding the defaults, per platform (e.g. ``supported_ops``);
-    the key ``"*"`` applies to every platform, below the platform's own."""
+    """Descriptor keys overriding the defaults, per platform; the key ``"*"`` applies to
+    every platform, below the platform's own. The defaults: the required keys of
+    [`default_descriptor`][trio_relay.testing.default_descriptor] and ``supported_ops``
+    listing every op of the protocol (prompts, media, drafts, task cards), as
+    ``trio-relay connector`` advertises; ``{"*": {"supported_ops": []}}`` plays a
+    connector of the legacy set (send, edit, typing, follow_up), and
+    [`live_descriptor`][trio_relay.testing.live_descriptor] turns on live cards."""
     outbound_handler: OutboundHandler | None = None
     """Answers valid ``outbound`` frames instead of the built-in answers."""
     host: str = "127.0.0.1"

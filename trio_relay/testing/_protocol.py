@@ -37,7 +37,7 @@ from .._core.frames import (
     PassthroughFrame,
 )
 from ._buffer import DurableBuffer
-from ._chats import ChatBook, TranscriptEntry
+from ._chats import ChatBook, PromptShown, TranscriptEntry
 from ._drafts import DraftBook
 from ._faults import ResultPolicy, UpgradePolicy
 from ._ops import OP_TABLE, ActionRefusal, check_action
@@ -69,6 +69,17 @@ def _template(source: JsonObject) -> JsonObject:
 
 
 def default_descriptor(platform: str) -> JsonObject:
+    """The required descriptor keys of wire protocol v1 for ``platform``: label
+    ``platform.title()``, 4096 characters, edits on, plain markdown. It lists no
+    ``supported_ops``, so it stands for a connector of the legacy set (send, edit,
+    typing, follow_up), for tests that hand-make descriptor frames.
+
+    Args:
+        platform: The platform name (``"slack"``).
+
+    Returns:
+        A fresh dict each call, free to change.
+    """
     return {
         "contract_version": 1,
         "platform": platform,
@@ -166,6 +177,17 @@ class ConnectorProtocol:
     def pending(self, gateway_id: str = ANONYMOUS) -> list[str]:
         """The bufferIds of ``gateway_id`` not acknowledged yet, oldest first."""
         return self.buffer.ids(gateway_id)
+
+    def latest_prompt(self, chat_id: str) -> PromptShown | None:
+        """The prompt the gateway showed last in ``chat_id`` (a ``prompt`` op it carried
+        out, from [`Relay.ask`][trio_relay.Relay.ask]), or ``None``: its
+        ``prompt_id`` is what [`press`][trio_relay.testing.ReferenceConnector.press]
+        takes.
+
+        Args:
+            chat_id: The chat the prompt was shown in.
+        """
+        return self.chats.latest_prompt(chat_id)
 
     def transcript(self, chat_id: str) -> list[TranscriptEntry]:
         """What happened in ``chat_id``, oldest first: the users' messages and presses
@@ -377,6 +399,10 @@ class ConnectorProtocol:
     def _on_hello(self, session: Session, frame: Hello) -> None:
         session.hellos.append(frame)
         descriptor = default_descriptor(frame.platform)
+        # Every op of the protocol by default, as `trio-relay connector` advertises
+        # (prompts included, so `relay.ask` shows buttons); `supported_ops: []` in
+        # ``descriptors`` plays a connector of the legacy set.
+        descriptor["supported_ops"] = list(OP_TABLE)
         descriptor.update(self.descriptors.get(ANY_PLATFORM, {}))
         descriptor.update(self.descriptors.get(frame.platform, {}))
         session.descriptors[frame.platform] = descriptor
