@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 from connector_support import dial, hello, line, outbound
 from trio_websocket import ConnectionRejected
 
@@ -108,7 +109,7 @@ async def test_custom_handler_result_none_and_failure() -> None:
             return None  # no reply at all
         if frame.action.get("content") == "boom":
             raise ValueError("kaput")
-        await trio.sleep(0)  # handlers may await; they run off the reader task
+        await trio.lowlevel.checkpoint()  # handlers may await; they run off the reader task
         return {"success": True, "echo": op, "gateway": session.gateway_id}
 
     async with open_connector(outbound_handler=handler) as connector, dial(connector) as peer:

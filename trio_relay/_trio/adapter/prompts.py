@@ -135,7 +135,8 @@ class PromptBroker:
         options: Iterable[OptionSpec],
         *,
         kind: str,
-        timeout: float | None,
+        # ASYNC109: carries Relay.ask's timeout=.
+        timeout: float | None,  # noqa: ASYNC109
         reply_to: str | None,
     ) -> PromptAnswer | None:
         """See [`Relay.ask`][trio_relay.Relay.ask]."""
@@ -175,7 +176,8 @@ class PromptBroker:
         pending: _Pending,
         question: str,
         kind: str,
-        timeout: float | None,
+        # ASYNC109: carries Relay.ask's timeout=.
+        timeout: float | None,  # noqa: ASYNC109
         reply_to: str | None,
     ) -> bool:
         action = prompt_action(

@@ -310,7 +310,8 @@ class StreamReply:
             if not self.outcome.success and not self.outcome.ambiguous:
                 self.failed = self.outcome
 
-    async def _seal(self, content: str, *, timeout: float | None = None) -> Outcome:
+    # ASYNC109: the seal is a request: its timeout= ends in an Outcome.
+    async def _seal(self, content: str, *, timeout: float | None = None) -> Outcome:  # noqa: ASYNC109
         """Seal the live card with ``content``: the message it ends as. Sent once more
         if the first result is lost (a repeated seal is idempotent)."""
         action = self._draft_action(content, final=True)
