@@ -34,6 +34,20 @@ except ImportError as exc:
         name=exc.name,
     ) from exc
 
+from .._core.frames import (  # noqa: E402
+    DescriptorFrame,
+    Frame,
+    GoingIdle,
+    GoingIdleAck,
+    Hello,
+    InboundAck,
+    InboundFrame,
+    Interrupt,
+    InterruptInbound,
+    Outbound,
+    OutboundResult,
+    PassthroughFrame,
+)
 from ._chats import PromptShown, TranscriptEntry  # noqa: E402
 from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
 from ._dialers import (  # noqa: E402
@@ -51,13 +65,25 @@ from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa
 __all__ = [
     "ANONYMOUS",
     "ConnectorOptions",
+    "DescriptorFrame",
     "FaultDialer",
     "FaultStream",
+    "Frame",
     "FrameObserver",
+    "GoingIdle",
+    "GoingIdleAck",
+    "Hello",
+    "InboundAck",
+    "InboundFrame",
+    "Interrupt",
+    "InterruptInbound",
     "JsonObject",
     "MemoryDialer",
     "MemoryStream",
+    "Outbound",
     "OutboundHandler",
+    "OutboundResult",
+    "PassthroughFrame",
     "PromptShown",
     "ReferenceConnector",
     "Session",
