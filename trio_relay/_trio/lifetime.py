@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 
+import sniffio
 import trio
 
 from .._core.config import Identity, RelayConfig, UpgradeAuth
@@ -176,6 +177,14 @@ class _RelayRun:
         self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
 
     async def __aenter__(self) -> Relay:
+        # Under asyncio (anyio.run's default backend) the first Trio call failed with
+        # "must be called from async context", which reads like a misplaced await.
+        library = sniffio.current_async_library()
+        if library != "trio":
+            raise RuntimeError(
+                f"open_relay needs Trio and is running under {library}: start the program "
+                f'with trio.run(main), or from AnyIO code with anyio.run(main, backend="trio")'
+            )
         make, config = self._make, self._config
         if make is None:
             raise RuntimeError("an open_relay(...) can be entered once; call open_relay again")
