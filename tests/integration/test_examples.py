@@ -69,3 +69,12 @@ def test_the_live_card_agent_shows_a_task_card_and_seals_its_reply() -> None:
         "bot task_card: [complete: Read the question] [complete: Write the answer]",
         "bot task_card_stop",
     ]
+
+
+def test_the_anyio_agent_streams_the_models_answer_into_the_chat() -> None:
+    # docs/how-to/anyio.md includes this file: AnyIO on the Trio backend, an httpx2 client.
+    lines = run_example("anyio_agent.py", "hello there")
+    assert lines[0] == "U1 #u1: hello there"
+    assert lines[1] == "bot typing"
+    assert lines[2].startswith("bot send #m")
+    assert lines[-1].endswith(": You said: hello there")
