@@ -236,7 +236,8 @@ class Relay:
         platform streams live cards ([`Descriptor.live_cards`][trio_relay.Descriptor.live_cards])
         the reply goes as
         ``draft`` frames instead, ended by a seal or, where the draft is only a
-        preview, by an ordinary send. ``format_hints`` as for
+        preview, by an ordinary send. ``reply_to`` is the message the reply answers
+        (a thread reply where the platform has threads); ``format_hints`` as for
         [`send_text`][trio_relay.Relay.send_text]. See
         [`StreamReply`][trio_relay.StreamReply] for ``message_ids``, ``outcome``, ``outcomes`` and
         ``failed``."""
@@ -274,7 +275,13 @@ class Relay:
         [`PromptAnswer`][trio_relay.PromptAnswer] (option, label, the answering user's source), or
         ``None``
         at the timeout or when the question could not be sent. The answer is consumed:
-        it never reaches ``on_message``."""
+        it never reaches ``on_message``. ``reply_to`` is the message the question answers.
+
+        The question's ``prompt_id`` is in the [`PromptAnswer`][trio_relay.PromptAnswer];
+        in a test, the reference connector's
+        [`latest_prompt`][trio_relay.testing.ReferenceConnector.latest_prompt] gives it
+        while the question is open, for
+        [`press`][trio_relay.testing.ReferenceConnector.press]."""
         return await self._adapter.ask(
             self, chat_id, question, options, kind=kind, timeout=timeout, reply_to=reply_to
         )
@@ -433,15 +440,18 @@ class Relay:
         raise TimeoutError(f"no pong within {limit:g} s")
 
     def interrupt(self, session_key: str, reason: str | None = None) -> bool:
-        """Tell the connector to stop a session (fire and forget). False when there is
-        no connection to send it on."""
+        """Tell the connector to stop the session ``session_key`` (an ``interrupt`` frame,
+        with the optional ``reason``; fire and forget). False when there is no
+        connection to send it on."""
         conn = self._conn
         frame = Interrupt(session_key, reason)
         return conn is not None and conn.send_line(encode_wire(frame.to_wire()))
 
     # ASYNC109: go_idle(timeout=) answers False when the ack does not come in time.
     async def go_idle(self, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
-        """Ask the connector to switch us to buffered-only delivery; true once acked."""
+        """Ask the connector to switch us to buffered-only delivery (``going_idle``);
+        true once acked, false when no connection is up or no ack came within
+        ``timeout`` seconds (the connection is kept)."""
         conn = self._conn
         if conn is None:
             return False

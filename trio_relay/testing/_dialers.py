@@ -307,7 +307,8 @@ class FaultDialer:
         self._released.set()
 
     def fail_writes(self, fail: bool = True) -> None:
-        """Make every write raise ``BrokenResourceError`` (reads keep working)."""
+        """Make every write raise ``BrokenResourceError`` (reads keep working);
+        ``fail=False`` lets writes through again."""
         self.writes_fail = fail
 
 
@@ -413,7 +414,8 @@ class MemoryStream(trio.abc.Stream):
 
 def memory_stream_pair(window: int = MEMORY_WINDOW) -> tuple[MemoryStream, MemoryStream]:
     """Two connected [`MemoryStream`][trio_relay.testing.MemoryStream] ends (what one writes, the
-    other reads)."""
+    other reads). ``window``: the bytes each direction holds unread before a write
+    waits."""
     one, two = _Direction(), _Direction()
     return MemoryStream(one, two, window), MemoryStream(two, one, window)
 

@@ -61,7 +61,13 @@ class ConnectorOptions:
     it, as a real connector does; ``False`` answers anything (for tests of a gateway's
     own checks)."""
     on_frame: FrameObserver | None = None
-    """Sees every frame in both directions (the ``trio-relay connector`` frame log)."""
+    """``on_frame(session, direction, frame)`` sees every frame in both directions (the
+    ``trio-relay connector`` frame log): the [`Session`][trio_relay.testing.Session],
+    ``"in"`` (received from the gateway) or ``"out"`` (queued to it), and the decoded
+    [`Frame`][trio_relay.testing.Frame] ([`Outbound`][trio_relay.testing.Outbound],
+    [`Hello`][trio_relay.testing.Hello], [`InboundFrame`][trio_relay.testing.InboundFrame],
+    ...; ``isinstance`` tells which). It is called synchronously, as the session reads
+    or queues the frame: keep it quick."""
     on_session: SessionObserver | None = None
     """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
     accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""

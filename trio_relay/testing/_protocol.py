@@ -141,13 +141,22 @@ class ConnectorProtocol:
         self.outbound_handler = options.outbound_handler
         """Answers valid ``outbound`` frames when set; may be changed live."""
         self.record = options.record
+        """Whether frames, outbound and transcripts are kept (``ConnectorOptions.record``)."""
         self.sessions: list[Session] = []
         """Every accepted upgrade, in order (including those refused right after)."""
         self.received: list[Frame] = []
+        """Every frame the gateway sent, decoded, in arrival order (empty with
+        ``record=False``)."""
         self.outbound: list[Outbound] = []
+        """Every valid [`Outbound`][trio_relay.testing.Outbound] request, in arrival order
+        (empty with ``record=False``)."""
         self.acks: list[str] = []
+        """The ``bufferId`` of every ``inbound_ack``, in arrival order: a delivery the
+        gateway handled (``buffer_id in connector.acks``)."""
         self.rejected: list[RejectedFrame] = []
+        """Every frame refused as malformed, with its reason and a sample."""
         self.outbound_count = 0
+        """How many valid ``outbound`` frames arrived (kept with ``record=False`` too)."""
         self.upgrades = UpgradePolicy(options.secrets, options.clock)
         self.results = ResultPolicy()
         self.buffer = DurableBuffer()
@@ -232,9 +241,11 @@ class ConnectorProtocol:
         return self._handshaken[count - 1]
 
     async def wait_outbound(self, count: int) -> None:
+        """Wait until ``count`` valid ``outbound`` frames arrived in all."""
         await self.wait_until(lambda: self.outbound_count >= count)
 
     async def wait_acks(self, count: int) -> None:
+        """Wait until ``count`` acks arrived in all (see ``acks``)."""
         await self.wait_until(lambda: len(self.acks) >= count)
 
     def _notify(self) -> None:
