@@ -15,6 +15,9 @@ The build takes a few seconds; it is the same build as CI's ``properdocs build``
 
 from __future__ import annotations
 
+import dataclasses
+import enum
+import inspect
 import os
 import re
 import subprocess
@@ -118,3 +121,63 @@ def test_no_code_line_in_the_docs_is_wider_than_the_line_length() -> None:
             elif in_code and len(line) > LINE_LENGTH:
                 wide.append(f"{page.relative_to(ROOT)}:{number} ({len(line)})")
     assert not wide, wide
+
+
+def _merged_inits_off() -> set[str]:
+    """The classes whose reference leaves their ``__init__`` out (made by the library,
+    never by the user): their constructor's parameters are not shown."""
+    names = set()
+    for page in (ROOT / "docs" / "reference" / "api").glob("*.md"):
+        for match in re.finditer(
+            r"^::: ([\w.]+)\n((?:    .*\n)+)", page.read_text(), re.M
+        ):  # fmt: skip
+            if "merge_init_into_class: false" in match.group(2):
+                names.add(match.group(1))
+    return names
+
+
+def _is_protocol(cls: type) -> bool:
+    return bool(getattr(cls, "_is_protocol", False))
+
+
+def _undescribed(where: str, function: object, doc: str) -> list[str]:
+    try:
+        parameters = inspect.signature(function).parameters  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return []
+    return [
+        f"{where}({name})"
+        for name in parameters
+        if name not in ("self", "cls") and not re.search(rf"\b{re.escape(name)}\b", doc)
+    ]
+
+
+def test_every_parameter_shown_in_the_reference_is_described() -> None:
+    # The reference shows a function's or method's signature with its docstring, and a
+    # class's with its __init__'s parameters (merge_init_into_class): a parameter its
+    # docstring never names is one the reader must guess. Methods without a docstring
+    # are not shown; ConnectorOptions' fields are described on ConnectorOptions.
+    options = {field.name for field in dataclasses.fields(trio_relay.testing.ConnectorOptions)}
+    merged_off = _merged_inits_off()
+    undescribed: list[str] = []
+    for module, names in PUBLIC.items():
+        for name in names:
+            obj = getattr(sys.modules[module], name)
+            where = f"{module}.{name}"
+            if inspect.isclass(obj):
+                if dataclasses.is_dataclass(obj) or issubclass(obj, enum.Enum):
+                    continue  # fields, each with its own docstring
+                init = vars(obj).get("__init__")
+                if init is not None and where not in merged_off and not _is_protocol(obj):
+                    doc = (obj.__doc__ or "") + (init.__doc__ or "")  # merged, as shown
+                    undescribed += _undescribed(where, init, doc)
+                for member, value in vars(obj).items():
+                    if not member.startswith("_") and inspect.isfunction(value) and value.__doc__:
+                        undescribed += _undescribed(f"{where}.{member}", value, value.__doc__)
+            elif inspect.isfunction(obj) and obj.__doc__:
+                doc = obj.__doc__
+                missing = _undescribed(where, obj, doc)
+                if "ConnectorOptions" in doc:
+                    missing = [m for m in missing if m.rsplit("(", 1)[1][:-1] not in options]
+                undescribed += missing
+    assert not undescribed, f"parameters the docstring never names: {undescribed}"

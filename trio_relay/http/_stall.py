@@ -26,7 +26,8 @@ _T = TypeVar("_T")
 
 class StreamStalled(Exception):
     """A stream delivered nothing for longer than its
-    [`stall_timeout`][trio_relay.http.stall_timeout]."""
+    [`stall_timeout`][trio_relay.http.stall_timeout]: ``seconds``, kept as an attribute
+    of the same name."""
 
     def __init__(self, seconds: float) -> None:
         super().__init__(

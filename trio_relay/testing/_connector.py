@@ -373,8 +373,10 @@ class ServeOptions(ConnectorOptions):
 @takes_options(ServeOptions)
 def serve_connector(options: ServeOptions) -> Coroutine[Any, Any, NoReturn]:
     """Serve until cancelled; ``await nursery.start(serve_connector, ...)`` returns the
-    listening [`ReferenceConnector`][trio_relay.testing.ReferenceConnector]. Takes the keywords of
-    [`open_connector`][trio_relay.testing.open_connector].
+    listening [`ReferenceConnector`][trio_relay.testing.ReferenceConnector] (``task_status``
+    is trio's, which ``nursery.start`` passes). Takes the keywords of
+    [`open_connector`][trio_relay.testing.open_connector], the fields of
+    [`ConnectorOptions`][trio_relay.testing.ConnectorOptions].
     Prints nothing."""
     return _serve_forever(options)
 

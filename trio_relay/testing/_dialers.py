@@ -141,9 +141,9 @@ class FaultStream(trio.abc.Stream):
                 tap(payload, True)
 
     def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
-        """What the stream underneath takes now, faults applied: raises once reset or
-        while writes fail, takes nothing while writes are held (a full receive window),
-        takes everything and drops it while stalled (a vanished peer)."""
+        """How much of ``data`` the stream underneath takes now, faults applied: raises
+        once reset or while writes fail, takes nothing while writes are held (a full
+        receive window), takes everything and drops it while stalled (a vanished peer)."""
         self._check_writable()
         tap = self._dialer.tap
         frames = self._frames
@@ -370,7 +370,8 @@ class MemoryStream(trio.abc.Stream):
         return data
 
     def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
-        """Take what fits in the window now; the bytes taken (0 when it is full)."""
+        """Take what of ``data`` fits in the window now; the bytes taken (0 when it is
+        full)."""
         if self._closed:
             raise trio.ClosedResourceError("the stream was closed")
         outgoing = self._out
