@@ -181,3 +181,13 @@ def test_every_parameter_shown_in_the_reference_is_described() -> None:
                     missing = [m for m in missing if m.rsplit("(", 1)[1][:-1] not in options]
                 undescribed += missing
     assert not undescribed, f"parameters the docstring never names: {undescribed}"
+
+
+def test_no_page_shows_a_restructuredtext_literal_marker(site: tuple[Path, str]) -> None:
+    # "text::" then an indented block is reStructuredText; Markdown shows the "::".
+    found = [
+        page
+        for page, html in _pages(site[0]).items()
+        if re.search(r"\S::[ \t]*$", re.sub(r"<[^>]+>", "", html), re.M)
+    ]
+    assert not found, f"'::' before a code block (use a ``` fence): {found}"

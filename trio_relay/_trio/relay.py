@@ -160,10 +160,12 @@ class Relay:
         return self._states.state
 
     def state_changes(self) -> StateChanges:
-        """Every state change from now on, as ``(old, new, cause)``::
+        """Every state change from now on, as ``(old, new, cause)``:
 
-            async for old, new, cause in relay.state_changes():
-                ...
+        ```python
+        async for old, new, cause in relay.state_changes():
+            ...
+        ```
 
         Each call is a subscriber of its own; it ends after the change into ``CLOSED``.
         Publishing never waits for a subscriber: one that falls more than 64 changes
