@@ -122,6 +122,8 @@ def test_the_reference_connector_without_its_extra_names_the_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "pip install 'trio_relay[testing]'" in done.stdout
+    # Until the package is on the index, that command fails: the checkout's form too.
+    assert "from a checkout: pip install '.[testing]'" in done.stdout
     assert "trio-websocket and wsproto" in done.stdout
 
 
@@ -156,4 +158,5 @@ def test_the_connector_without_the_testing_extra_names_the_extra_whatever_its_ar
     assert connector.returncode == 1, connector.stderr
     assert connector.stderr.startswith("trio-relay connector: ")
     assert "pip install 'trio_relay[testing]'" in connector.stderr
+    assert "pip install '.[testing]'" in connector.stderr
     assert "unrecognized arguments" not in connector.stderr

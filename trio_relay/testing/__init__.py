@@ -19,7 +19,9 @@ faults on demand::
 it found it (file descriptors, Trio tasks, resident memory).
 """
 
-TESTING_EXTRA = "pip install 'trio_relay[testing]'"
+from .._core.extras import install_hint
+
+TESTING_EXTRA = install_hint("testing")
 """The install command for what the reference connector needs beyond the relay."""
 
 # The reference connector is a WebSocket server of its own (trio-websocket on wsproto);

@@ -49,6 +49,7 @@ import trio
 
 from ..._core.dedupe import Claim
 from ..._core.dedupe_store import DedupeSession
+from ..._core.extras import install_hint
 from ..._core.stats import RelayStats
 
 __all__ = ["RedisDedupeStore"]
@@ -172,7 +173,7 @@ class RedisDedupeStore:
             import coredis
         except ImportError as exc:
             raise RuntimeError(
-                "RedisDedupeStore needs coredis: pip install 'trio_relay[redis]'"
+                f"RedisDedupeStore needs coredis: {install_hint('redis')}"
             ) from exc
         from coredis.retry import NoRetryPolicy
 
