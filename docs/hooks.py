@@ -1,7 +1,7 @@
 """MkDocs hook: the RelayConfig fields table, generated from the code at build time.
 
 A page that holds the line ``<!-- relay-config-fields -->`` gets, in its place, one row
-per dataclass field of :class:`trio_relay.RelayConfig`: its name, type, default and
+per dataclass field of `trio_relay.RelayConfig`: its name, type, default and
 docstring (the string literal under the field), so the table cannot drift from the code.
 A field without a docstring fails the build."""
 

@@ -1,6 +1,6 @@
 """The relay's metrics at ``/metrics`` for Prometheus, through OpenTelemetry.
 
-Needs ``pip install 'trio_relay[otel,testing]' opentelemetry-sdk
+Needs ``pip install '.[otel,testing]' opentelemetry-sdk
 opentelemetry-exporter-prometheus``. Runs a reference connector on loopback, a relay
 with ``RelayConfig(telemetry=OpenTelemetry(...))``, makes a request and handles a
 message, then serves the metrics until Ctrl-C (port 0: a free one, printed).

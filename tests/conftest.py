@@ -8,6 +8,10 @@ from contextlib import AsyncExitStack
 
 import pytest
 
+# pytest-trio drops the reason of a skip raised in an async test or fixture; this hook
+# puts it back, so every skip says why (see skip_reasons.py).
+from skip_reasons import pytest_runtest_makereport  # noqa: F401
+
 from trio_relay.cli import import_benchmarks
 from trio_relay.testing.netns import NetnsHost, NetnsUnavailable, open_netns_host
 

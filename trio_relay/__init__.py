@@ -32,6 +32,10 @@ from ._trio.stores.redis import RedisDedupeStore
 from ._trio.stores.sqlite import SqliteDedupeStore
 from .http._stall import StreamStalled
 
+__version__ = "0.1.0"
+"""This release's version (PEP 440); the package metadata and ``trio-relay --version``
+take it from here."""
+
 __all__ = [
     "ContextMessage",
     "DeadLetter",

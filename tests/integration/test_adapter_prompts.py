@@ -125,7 +125,8 @@ async def test_fallback_numbered_text_when_prompt_is_not_advertised() -> None:
             answers.append(await relay.ask(event.source.chat_id, "Deploy?", OPTIONS))
 
     async with (
-        open_connector() as connector,  # legacy ops only: no prompt
+        # A connector of the legacy set (the reference connector lists every op by default).
+        open_connector(descriptors={"*": {"supported_ops": []}}) as connector,
         open_relay(connector.url, on_message=on_message) as relay,
     ):
         await relay.wait_connected(5)
@@ -147,3 +148,31 @@ async def test_fallback_numbered_text_when_prompt_is_not_advertised() -> None:
     assert (answer.option_id, answer.label, answer.via) == ("no", "Hold", "text")
     assert answer.source.user_id == "U2"
     assert seen == ["deploy", "something else"]  # the answer "2" was consumed
+
+
+async def test_the_reference_connectors_defaults_show_ask_as_buttons() -> None:
+    # open_connector() once advertised the legacy set only, so ask fell back to a
+    # numbered list there, while `trio-relay connector` advertised every op.
+    answers: list[PromptAnswer | None] = []
+
+    async def on_message(event: MessageEvent, relay: Relay) -> None:
+        answers.append(await relay.ask(event.source.chat_id, "Deploy?", OPTIONS, timeout=30))
+
+    async with (
+        open_connector() as connector,
+        open_relay(connector.url, on_message=on_message) as relay,
+    ):
+        await relay.wait_connected(5)
+        connector.say("C1", "deploy please")
+        with trio.fail_after(5):
+            await connector.wait_until(lambda: connector.latest_prompt("C1") is not None)
+        shown = connector.latest_prompt("C1")
+        assert shown is not None
+        assert shown.question == "Deploy?" and shown.options == (("yes", "Ship it"), ("no", "Hold"))
+        buffer_id = connector.press(shown.prompt_id, "no")
+        with trio.fail_after(5):
+            await connector.wait_until(lambda: buffer_id in connector.acks)
+            await connector.wait_until(lambda: bool(answers))
+    assert [f.action["op"] for f in connector.outbound] == ["prompt"]
+    (answer,) = answers
+    assert answer is not None and (answer.option_id, answer.via) == ("no", "button")

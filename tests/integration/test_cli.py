@@ -15,9 +15,11 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import metadata
 
 import pytest
 
+import trio_relay
 from trio_relay.cli import main
 
 PYTHON_CLI = [sys.executable, "-m", "trio_relay.cli"]
@@ -42,6 +44,15 @@ def test_bench_help_lists_every_benchmark(capsys: pytest.CaptureFixture[str]) ->
         assert name in out
     assert "--quick" in out and "--json" in out and "--plot" in out
     assert "--tiny" not in out  # the test suite's knob stays out of the way
+
+
+def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    # Defined once (trio_relay.__version__); the installed metadata and the command agree.
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"trio-relay {trio_relay.__version__}\n"
+    assert metadata.version("trio_relay") == trio_relay.__version__
 
 
 def test_no_command_prints_help_and_fails(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.lowlevel
 from connector_support import dial, hello, line, outbound
 from trio_websocket import ConnectionRejected
 
@@ -39,6 +40,9 @@ async def test_hello_gets_one_descriptor_each_with_overrides() -> None:
         assert connector.url == f"http://127.0.0.1:{connector.port}"
         await peer.send(hello("slack"), hello("discord"))
         first, second = await peer.frames(2)
+        # Every op of the protocol unless overridden, as `trio-relay connector` says.
+        ops = set(first["descriptor"].pop("supported_ops"))
+        assert {"send", "edit", "typing", "follow_up", "prompt", "send_media", "draft"} <= ops
         assert first == {
             "type": "descriptor",
             "descriptor": {
@@ -105,7 +109,7 @@ async def test_custom_handler_result_none_and_failure() -> None:
             return None  # no reply at all
         if frame.action.get("content") == "boom":
             raise ValueError("kaput")
-        await trio.sleep(0)  # handlers may await; they run off the reader task
+        await trio.lowlevel.checkpoint()  # handlers may await; they run off the reader task
         return {"success": True, "echo": op, "gateway": session.gateway_id}
 
     async with open_connector(outbound_handler=handler) as connector, dial(connector) as peer:

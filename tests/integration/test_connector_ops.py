@@ -166,8 +166,12 @@ async def test_invalid_and_unsupported_actions_fail_without_reaching_the_handler
         handled.append(frame.request_id)
         return {"success": True}
 
-    async with open_connector(outbound_handler=handler) as connector, dial(connector) as peer:
-        await peer.handshake("slack")  # no supported_ops: the legacy set
+    legacy = {"*": {"supported_ops": []}}  # the legacy set: react is not among them
+    async with (
+        open_connector(outbound_handler=handler, descriptors=legacy) as connector,
+        dial(connector) as peer,
+    ):
+        await peer.handshake("slack")
         missing = await request(peer, "r1", {"op": "send", "chat_id": "C1"})
         react = await request(peer, "r2", action("react"))
         other = await request(peer, "r3", action("send"), platform="discord")

@@ -1,75 +1,77 @@
-"""Code in the docs runs or is checked (issue 22): whole programs are included from
-examples/ (which other tests run) with ``--8<--`` snippets; every other Python block
-must parse and may use only names the public API has."""
+"""Every Python block a reader sees in README.md and docs/ is in the Markdown itself (the
+forge shows it too) and is proved here, with pydantic's pytest-examples finding them:
+
+- a block titled with a file (```` ```python title="examples/quickstart.py" ````) is that
+  file, verbatim; the example tests run the file (tests/integration/test_examples.py and
+  the tests named in each page) and mypy --strict checks it in CI;
+- any other block is a whole program, and runs here as ``__main__``.
+"""
 
 from __future__ import annotations
 
-import ast
+import gc
 import re
-import textwrap
 from pathlib import Path
 
-import trio_relay
+import pytest
+from pytest_examples import CodeExample, EvalExample, find_examples
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = sorted((ROOT / "docs").rglob("*.md"))
-README = ROOT / "README.md"
-BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
-SNIPPET = re.compile(r'^--8<-- "([^"]+)"$')
+EXAMPLES = list(find_examples(ROOT / "README.md", ROOT / "docs"))
+TITLED = [e for e in EXAMPLES if "title" in e.prefix_settings()]
+PROGRAMS = [e for e in EXAMPLES if "title" not in e.prefix_settings()]
 
 
-def _blocks() -> list[tuple[Path, str]]:
-    return [(page, m.group(1)) for page in PAGES for m in BLOCK.finditer(page.read_text())]
+def _id(example: CodeExample) -> str:
+    return f"{example.path.relative_to(ROOT)}:{example.start_line}"
 
 
-def test_the_docs_have_python_blocks_to_check() -> None:
-    assert any(SNIPPET.match(code.strip()) for _, code in _blocks())
+def _where(example: CodeExample, error: BaseException) -> str:
+    """The page and line of the deepest frame of ``error`` inside ``example``."""
+    line, tb = example.start_line, error.__traceback__
+    while tb is not None:
+        line, tb = tb.tb_lineno, tb.tb_next
+    return f"{example.path.relative_to(ROOT)}:{line}"
 
 
-def test_included_code_is_an_example_file() -> None:
-    for page, code in _blocks():
-        lines = [line for line in code.splitlines() if line.strip()]
-        if not any(SNIPPET.match(line) for line in lines):
-            continue
-        assert len(lines) == 1, f"{page.name}: a snippet block holds only the include"
-        match = SNIPPET.match(lines[0])
-        assert match is not None
-        target = ROOT / match.group(1)
-        assert target.parent == ROOT / "examples" and target.is_file(), (page.name, target)
+def test_the_docs_have_both_kinds_of_block() -> None:
+    assert TITLED and PROGRAMS
 
 
-def _attribute_uses(tree: ast.AST, base: str) -> set[str]:
-    return {
-        node.attr
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Attribute)
-        and isinstance(node.value, ast.Name)
-        and node.value.id == base
-    }
+def test_no_page_includes_code_the_forge_cannot_show() -> None:
+    for page in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")]:
+        assert "--8<--" not in page.read_text(), page
 
 
-def test_every_other_python_fragment_parses_and_uses_only_public_names() -> None:
-    for page, code in _blocks():
-        if SNIPPET.match(code.strip()):
-            continue
-        # Fragments may await at top level, as inside a handler: parse them as a body.
-        tree = ast.parse("async def _fragment():\n" + textwrap.indent(code, "    "))
-        unknown = {n for n in _attribute_uses(tree, "trio_relay") if n not in trio_relay.__all__}
-        assert not unknown, f"{page.name}: trio_relay has no {sorted(unknown)}"
-        # An attribute set per instance is declared on the class (``media: RelayMedia``)
-        # or named in the class docstring (``stats``).
-        documented = set(re.findall(r"``(\w+)``", trio_relay.Relay.__doc__ or ""))
-        declared = set(dir(trio_relay.Relay)) | set(trio_relay.Relay.__annotations__) | documented
-        missing = _attribute_uses(tree, "relay") - declared
-        assert not missing, f"{page.name}: Relay has no {sorted(missing)}"
+@pytest.mark.parametrize("example", TITLED, ids=_id)
+def test_a_titled_block_is_its_file_verbatim(example: CodeExample) -> None:
+    title = example.prefix_settings()["title"]
+    path = ROOT / title
+    assert path.parent == ROOT / "examples" and path.is_file(), title
+    assert example.source == path.read_text(), f"{_id(example)} differs from {title}"
 
 
-def test_the_readmes_quickstart_is_the_example_file_verbatim() -> None:
-    # The README is rendered where snippets are not (PyPI, the forge): it holds a copy,
-    # which must stay the file that test_examples.py runs.
-    blocks = BLOCK.findall(README.read_text())
-    assert blocks, "the README has no quickstart"
-    quickstart = (ROOT / "examples" / "quickstart.py").read_text()
-    body = quickstart.split('"""', 2)[2].lstrip("\n")  # without the module docstring
-    assert blocks[0] == body
-    assert len(blocks) == 1, "other Python belongs in an example file the docs include"
+@pytest.mark.parametrize("example", PROGRAMS, ids=_id)
+def test_every_other_block_runs(example: CodeExample, eval_example: EvalExample) -> None:
+    thresholds = gc.get_threshold()  # the deployment page tunes the process's collector
+    failure = None
+    try:
+        # A `#>` comment after a print() is what it prints, checked.
+        eval_example.run_print_check(example)
+    except Exception as error:
+        # pytest-examples re-raises with a traceback of frames it forges to point into the
+        # Markdown; on Python 3.11 pytest's reporter crashes reading their positions
+        # (INTERNALERROR, "generator raised StopIteration"). Report the page's line instead,
+        # outside this block so the forged traceback is not chained to the failure.
+        failure = f"{_where(example, error)}: {type(error).__name__}: {error}"
+    finally:
+        gc.set_threshold(*thresholds)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+
+
+def test_the_quickstart_leads_the_readme() -> None:
+    first = next(e for e in EXAMPLES if e.path == ROOT / "README.md")
+    assert first.prefix_settings().get("title") == "examples/quickstart.py"
+    readme = (ROOT / "README.md").read_text()
+    assert re.search(r"^## Quickstart$", readme, re.M)

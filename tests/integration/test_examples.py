@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +29,17 @@ def test_quickstart_runs_end_to_end() -> None:
     assert lines[1].startswith("sent: True")
     assert "replied: True" in lines
     assert lines[-1] == "acked: ['buf-1'] stats: 1 delivered"
+
+
+def test_the_quickstarts_handler_is_given_the_relay_and_closes_over_nothing() -> None:
+    # It once closed over `relay` before `as relay` bound it: it worked, and read like a
+    # bug. The handler takes the relay as its second argument instead.
+    spec = importlib.util.spec_from_file_location("quickstart", EXAMPLES / "quickstart.py")
+    assert spec is not None and spec.loader is not None
+    quickstart = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(quickstart)
+    assert quickstart.handle.__code__.co_freevars == ()
+    assert list(inspect.signature(quickstart.handle).parameters) == ["event", "relay"]
 
 
 def test_the_tutorial_agent_streams_its_reply_into_the_chat() -> None:
@@ -56,3 +69,12 @@ def test_the_live_card_agent_shows_a_task_card_and_seals_its_reply() -> None:
         "bot task_card: [complete: Read the question] [complete: Write the answer]",
         "bot task_card_stop",
     ]
+
+
+def test_the_anyio_agent_streams_the_models_answer_into_the_chat() -> None:
+    # docs/how-to/anyio.md includes this file: AnyIO on the Trio backend, an httpx2 client.
+    lines = run_example("anyio_agent.py", "hello there")
+    assert lines[0] == "U1 #u1: hello there"
+    assert lines[1] == "bot typing"
+    assert lines[2].startswith("bot send #m")
+    assert lines[-1].endswith(": You said: hello there")

@@ -349,11 +349,11 @@ async def test_a_stream_is_message_descriptor_seals_on_any_platform(
 @pytest.mark.parametrize(
     "descriptor",
     [
-        {"supports_draft_streaming": True},  # no supported_ops: the legacy set
-        {"supports_draft_streaming": True, "supported_ops": []},
+        {"supports_draft_streaming": True, "supported_ops": ["send", "edit", "typing"]},
+        {"supports_draft_streaming": True, "supported_ops": []},  # the legacy set
         {**live_descriptor(), "supports_draft_streaming": False},
     ],
-    ids=["no-ops-listed", "empty-ops", "flag-off"],
+    ids=["draft-not-listed", "empty-ops", "flag-off"],
 )
 async def test_without_the_capability_the_reply_is_sent_and_edited(
     autojump_clock: trio.testing.MockClock, descriptor: dict[str, object]

@@ -69,8 +69,11 @@ def test_the_relay_runs_without_any_http_family() -> None:
 def test_an_http_client_without_httpx2_names_the_extra() -> None:
     message = _run(ASK_FOR_A_CLIENT)
     assert "pip install 'trio_relay[httpx2]'" in message
+    assert "from a checkout: pip install '.[httpx2]'" in message
     assert "trio_relay.http.httpx1.llm_client" in message
 
 
 def test_media_without_httpx2_names_the_extra() -> None:
-    assert "pip install 'trio_relay[httpx2]'" in _run(UPLOAD_MEDIA)
+    message = _run(UPLOAD_MEDIA)
+    assert "pip install 'trio_relay[httpx2]'" in message
+    assert "from a checkout: pip install '.[httpx2]'" in message

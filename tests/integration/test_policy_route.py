@@ -7,6 +7,7 @@ import logging
 
 import pytest
 import trio
+import trio.lowlevel
 from relay_support import SEND
 
 import trio_relay
@@ -86,4 +87,4 @@ async def test_closed_before_connecting_sends_nothing() -> None:
         port = connector.port
     # Nothing listens any more: the relay never connects, and leaves quietly.
     async with trio_relay.open_relay(f"http://127.0.0.1:{port}", policy=POLICY):
-        await trio.sleep(0)
+        await trio.lowlevel.checkpoint()

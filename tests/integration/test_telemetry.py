@@ -368,6 +368,7 @@ def test_without_the_extra_the_error_names_it() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "pip install 'trio_relay[otel]'" in done.stdout
+    assert "from a checkout: pip install '.[otel]'" in done.stdout
 
 
 def test_the_prometheus_example_serves_the_relay_series() -> None:

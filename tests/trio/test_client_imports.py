@@ -12,6 +12,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
@@ -121,20 +122,41 @@ def test_the_reference_connector_without_its_extra_names_the_extra() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "pip install 'trio_relay[testing]'" in done.stdout
+    # Until the package is on the index, that command fails: the checkout's form too.
+    assert "from a checkout: pip install '.[testing]'" in done.stdout
     assert "trio-websocket and wsproto" in done.stdout
 
 
-def test_the_command_without_the_testing_extra_runs_and_its_connector_names_the_extra() -> None:
-    code = _WITHOUT_TESTING_EXTRA + (
-        "import sys\nfrom trio_relay.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    )
+_CLI_WITHOUT_TESTING_EXTRA = _WITHOUT_TESTING_EXTRA + (
+    "import sys\nfrom trio_relay.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def test_the_command_without_the_testing_extra_runs_its_other_commands() -> None:
     probe = subprocess.run(
-        [sys.executable, "-c", code, "probe", "--help"], capture_output=True, text=True
-    )
+        [sys.executable, "-c", _CLI_WITHOUT_TESTING_EXTRA, "probe", "--help"],
+        capture_output=True, text=True,
+    )  # fmt: skip
     assert probe.returncode == 0, probe.stderr
     assert "usage:" in probe.stdout
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [[], ["--port", "8765"], ["--no-auth", "--port", "8765"], ["--help"]],
+    ids=["no arguments", "--port", "--no-auth --port", "--help"],
+)
+def test_the_connector_without_the_testing_extra_names_the_extra_whatever_its_arguments(
+    arguments: list[str],
+) -> None:
+    # The docs' own `trio-relay connector --port 8765` once died with "unrecognized
+    # arguments: --port" in a base install: the hint came only without arguments.
     connector = subprocess.run(
-        [sys.executable, "-c", code, "connector"], capture_output=True, text=True
-    )
-    assert connector.returncode == 1
+        [sys.executable, "-c", _CLI_WITHOUT_TESTING_EXTRA, "connector", *arguments],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert connector.returncode == 1, connector.stderr
+    assert connector.stderr.startswith("trio-relay connector: ")
     assert "pip install 'trio_relay[testing]'" in connector.stderr
+    assert "pip install '.[testing]'" in connector.stderr
+    assert "unrecognized arguments" not in connector.stderr

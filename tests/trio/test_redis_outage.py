@@ -8,6 +8,8 @@ connection. The real server is exercised in ``tests/integration/test_redis_store
 
 from __future__ import annotations
 
+import logging
+import re
 from typing import Any, Literal, Self
 
 import pytest
@@ -213,3 +215,27 @@ async def test_probing_starts_when_the_outage_does_and_repeats_every_timeout(
         redis.down = False
         await trio.sleep(TIMEOUT)
     assert redis.sent("commit") == ["m1"]
+
+
+async def test_the_outage_is_timed_on_trios_clock(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Down for 90 s of (mock) Trio time, which passes in no wall time at all: the end of
+    # the outage must say 90 s, as it would in production, not the wall time that passed.
+    redis, stats, store = _flaky_store()
+    caplog.set_level(logging.WARNING, logger="trio_relay")
+    async with store.open(namespace="gw-a", capacity=16, stats=stats) as session:
+        redis.down = True
+        session.commit("m1")
+        await _fail_the_round_in_flight(redis, stats)
+        failed_at = redis.failed_at
+        assert failed_at is not None
+        await trio.sleep_until(failed_at + 90)
+        redis.down = False
+        await trio.sleep(2 * TIMEOUT)  # the next probe answers
+    back = [r.getMessage() for r in caplog.records if "reachable again" in r.getMessage()]
+    # Probes run every TIMEOUT, so the first that answers comes within one of 90 s.
+    assert len(back) == 1
+    found = re.search(r"reachable again after ([0-9.]+) s$", back[0])
+    assert found is not None, back
+    assert 90 <= float(found.group(1)) <= 90 + TIMEOUT

@@ -58,7 +58,13 @@ def _optional_buffer_id(obj: Mapping[str, Any]) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """Base of every frame; ``TYPE`` is the wire ``type`` string."""
+    """Base of every frame of the wire protocol: what a
+    [`FrameObserver`][trio_relay.testing.FrameObserver] (``on_frame``) is given. Each frame
+    type is a frozen dataclass; check which with ``isinstance(frame, Outbound)``.
+
+    Attributes:
+        TYPE: The wire ``type`` string (``"outbound"``).
+    """
 
     TYPE: ClassVar[str] = ""
 
@@ -75,6 +81,14 @@ class Frame:
 
 @dataclass(frozen=True, slots=True)
 class Hello(Frame):
+    """A ``hello`` (gateway -> connector): the gateway speaks for one bot of a platform.
+
+    Attributes:
+        platform: The platform name (``"slack"``).
+        bot_id: The bot's id on that platform (``botId``; ``""`` when not known).
+        command_manifest: The slash commands the gateway offers, when it sends them.
+    """
+
     TYPE: ClassVar[str] = "hello"
     platform: str
     bot_id: str
@@ -99,6 +113,16 @@ class Hello(Frame):
 
 @dataclass(frozen=True, slots=True)
 class Outbound(Frame):
+    """An ``outbound`` (gateway -> connector): one request, answered by an
+    [`OutboundResult`][trio_relay.testing.OutboundResult] of the same ``request_id``.
+
+    Attributes:
+        request_id: The gateway's id of the request (``requestId``).
+        action: The action, a JSON object with a string ``op`` (``send``, ``edit``, ...).
+        platform: The envelope's platform, when the gateway routed it.
+        bot_id: The envelope's ``botId``, when the gateway routed it.
+    """
+
     TYPE: ClassVar[str] = "outbound"
     request_id: str
     action: JsonObject
@@ -128,6 +152,14 @@ class Outbound(Frame):
 
 @dataclass(frozen=True, slots=True)
 class Interrupt(Frame):
+    """An ``interrupt`` (gateway -> connector): stop what the connector does for a
+    session.
+
+    Attributes:
+        session_key: The session to interrupt.
+        reason: Why, when the gateway says.
+    """
+
     TYPE: ClassVar[str] = "interrupt"
     session_key: str
     reason: str | None = None
@@ -142,6 +174,9 @@ class Interrupt(Frame):
 
 @dataclass(frozen=True, slots=True)
 class GoingIdle(Frame):
+    """A ``going_idle`` (gateway -> connector): hold live deliveries until the next
+    handshake; answered by [`GoingIdleAck`][trio_relay.testing.GoingIdleAck]."""
+
     TYPE: ClassVar[str] = "going_idle"
 
     @classmethod
@@ -154,6 +189,13 @@ class GoingIdle(Frame):
 
 @dataclass(frozen=True, slots=True)
 class InboundAck(Frame):
+    """An ``inbound_ack`` (gateway -> connector): the delivery was handled.
+
+    Attributes:
+        buffer_id: The ``bufferId`` of the acknowledged ``inbound`` or
+            ``passthrough_forward``.
+    """
+
     TYPE: ClassVar[str] = "inbound_ack"
     buffer_id: str
 
@@ -173,6 +215,14 @@ class InboundAck(Frame):
 
 @dataclass(frozen=True, slots=True)
 class DescriptorFrame(Frame):
+    """A ``descriptor`` (connector -> gateway): what one platform supports,
+    sent after each ``hello``.
+
+    Attributes:
+        descriptor: The descriptor's keys as sent (``platform``, ``max_message_length``,
+            ``supported_ops``, ...).
+    """
+
     TYPE: ClassVar[str] = "descriptor"
     descriptor: JsonObject
 
@@ -186,6 +236,14 @@ class DescriptorFrame(Frame):
 
 @dataclass(frozen=True, slots=True)
 class InboundFrame(Frame):
+    """An ``inbound`` (connector -> gateway): a user's message or press.
+
+    Attributes:
+        event: The event as sent (``text``, ``message_id``, ``source``, ...).
+        buffer_id: Its ``bufferId`` when it is buffered (acked, replayed until then);
+            ``None`` for a live, unbuffered one.
+    """
+
     TYPE: ClassVar[str] = "inbound"
     event: JsonObject
     buffer_id: str | None = None
@@ -203,6 +261,15 @@ class InboundFrame(Frame):
 
 @dataclass(frozen=True, slots=True)
 class OutboundResult(Frame):
+    """An ``outbound_result`` (connector -> gateway): the answer to an
+    [`Outbound`][trio_relay.testing.Outbound].
+
+    Attributes:
+        request_id: The ``requestId`` of the request it answers.
+        result: The result object (``success``, ``message_id``, ``code``, ``error``, ...);
+            ``{}`` when the frame had none.
+    """
+
     TYPE: ClassVar[str] = "outbound_result"
     request_id: str
     result: JsonObject = field(default_factory=dict)
@@ -240,6 +307,14 @@ def outbound_result(request_id: str, result: JsonObject) -> OutboundResult:
 
 @dataclass(frozen=True, slots=True)
 class InterruptInbound(Frame):
+    """An ``interrupt_inbound`` (connector -> gateway): a user asked to stop
+    a turn.
+
+    Attributes:
+        session_key: The session to interrupt.
+        chat_id: The chat it was asked in.
+    """
+
     TYPE: ClassVar[str] = "interrupt_inbound"
     session_key: str
     chat_id: str
@@ -259,6 +334,9 @@ class InterruptInbound(Frame):
 
 @dataclass(frozen=True, slots=True)
 class GoingIdleAck(Frame):
+    """A ``going_idle_ack`` (connector -> gateway): the answer to
+    [`GoingIdle`][trio_relay.testing.GoingIdle]."""
+
     TYPE: ClassVar[str] = "going_idle_ack"
 
     @classmethod
@@ -271,6 +349,14 @@ class GoingIdleAck(Frame):
 
 @dataclass(frozen=True, slots=True)
 class PassthroughFrame(Frame):
+    """A ``passthrough_forward`` (connector -> gateway): a platform webhook
+    forwarded as it came.
+
+    Attributes:
+        forward: The forwarded request as sent.
+        buffer_id: Its ``bufferId`` when buffered, else ``None``.
+    """
+
     TYPE: ClassVar[str] = "passthrough_forward"
     forward: JsonObject
     buffer_id: str | None = None

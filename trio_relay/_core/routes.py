@@ -117,6 +117,7 @@ class RouteTable:
         return self.record(source)
 
     def forget(self, chat_id: str) -> None:
+        """Drop what is known of ``chat_id``'s route (nothing happens if none is)."""
         self._routes.pop(chat_id, None)
 
 

@@ -25,11 +25,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 
+import sniffio
 import trio
 
 from .._core.config import Identity, RelayConfig, UpgradeAuth
 from .._core.endpoint import Endpoint
 from .._core.event import MessageEvent
+from .._core.handler_signature import check_async_handler
 from .._core.media import ConnectorRoutes
 from .._core.passthrough import PassthroughForward
 from .._core.policy import RelevancePolicy
@@ -82,11 +84,60 @@ def open_relay(
     cancels everything else: no task outlives it. An exception raised in the block comes
     out as itself, not wrapped in an exception group.
 
-    ``policy`` (a [`RelevancePolicy`][trio_relay.RelevancePolicy]) is declared to the connector
-    once, after
-    the first handshake (``POST /relay/policy``); a failure is logged as a warning and
-    the relay runs on; an all-default policy is not sent.
+    Handlers are ``async def`` functions; each may take the
+    [`Relay`][trio_relay.Relay] as one more, last argument (``on_message(event, relay)``),
+    decided once from its signature. A handler that is not ``async`` is refused here with
+    a ``TypeError``. Deliveries are deduplicated before ``on_message`` or
+    ``on_passthrough`` runs, and acked when it returns; one that raises is retried
+    (``config.max_delivery_attempts`` in all) before it becomes a dead letter.
+
+    Args:
+        url: The connector's base URL (``https://connector.example``): ``http``/``https``
+            become ``ws``/``wss`` (``ws``/``wss`` are kept), and ``/relay`` is appended
+            unless the path ends with it.
+        identities: The bot identities this gateway fronts, one
+            [`Identity`][trio_relay.Identity] (one ``hello``) each. Default: one for
+            platform ``relay``.
+        auth: The gateway id and shared secret of the upgrade's bearer token
+            ([`UpgradeAuth`][trio_relay.UpgradeAuth]); ``None`` dials without one (a
+            connector with authentication off). The gateway id also names the relay in
+            logs and namespaces its dedupe keys.
+        on_message: ``async (event) -> None`` or ``async (event, relay) -> None``, called
+            once per user message (a [`MessageEvent`][trio_relay.MessageEvent]), in order
+            within a chat. Presses that answer [`Relay.ask`][trio_relay.Relay.ask] never
+            reach it. ``None``: messages are acked unhandled (a
+            warning is logged once).
+        on_interrupt: ``async (session_key, chat_id) -> None`` (or with the relay
+            last), called when a user asks to stop a turn (``interrupt_inbound``);
+            [`Relay.interrupt`][trio_relay.Relay.interrupt] is the other way round.
+        on_passthrough: ``async (forward) -> None`` (or with the relay last), called once
+            per forwarded platform webhook (a
+            [`PassthroughForward`][trio_relay.PassthroughForward]).
+        on_dead_letter: ``async (dead_letter) -> None``, called with a
+            [`DeadLetter`][trio_relay.DeadLetter] for a delivery given up on (its handler
+            failed every attempt, or its payload could not be decoded). Without it, dead
+            letters are logged and counted (``relay.stats``).
+        config: Timeouts, limits, keepalive, the dialer, dedupe and telemetry
+            ([`RelayConfig`][trio_relay.RelayConfig]); default ``RelayConfig()``.
+        policy: A [`RelevancePolicy`][trio_relay.RelevancePolicy], declared to the
+            connector once, after the first handshake (``POST /relay/policy``); a failure
+            is logged as a warning and the relay runs on; an all-default policy is not
+            sent.
+
+    Returns:
+        An async context manager whose ``async with`` gives the running
+        [`Relay`][trio_relay.Relay]; it can be entered once.
+
+    Raises:
+        TypeError: A handler is not an ``async def`` function (when called).
+        RuntimeError: The block is entered outside Trio (under asyncio).
     """
+    # A handler written without ``async`` is refused here, where the mistake is made,
+    # not on each delivery (which would run its side effects, then fail to await it).
+    check_async_handler("on_message", on_message, "event")
+    check_async_handler("on_interrupt", on_interrupt, "session_key, chat_id")
+    check_async_handler("on_passthrough", on_passthrough, "forward")
+    check_async_handler("on_dead_letter", on_dead_letter, "dead_letter")
     config = config or RelayConfig()
 
     def make() -> tuple[_Late, InboundPipeline, ConnectorHttp]:
@@ -169,6 +220,14 @@ class _RelayRun:
         self._nursery_manager: AbstractAsyncContextManager[trio.Nursery] | None = None
 
     async def __aenter__(self) -> Relay:
+        # Under asyncio (anyio.run's default backend) the first Trio call failed with
+        # "must be called from async context", which reads like a misplaced await.
+        library = sniffio.current_async_library()
+        if library != "trio":
+            raise RuntimeError(
+                f"open_relay needs Trio and is running under {library}: start the program "
+                f'with trio.run(main), or from AnyIO code with anyio.run(main, backend="trio")'
+            )
         make, config = self._make, self._config
         if make is None:
             raise RuntimeError("an open_relay(...) can be entered once; call open_relay again")

@@ -23,6 +23,7 @@ import trio
 from .._core.close import ConnectionEnd
 from .._core.delivery import Delivery
 from .._core.event import MessageEvent
+from .._core.extras import install_hint
 from .._core.outcome import GATEWAY_CODES, Outcome
 from .._core.passthrough import PassthroughForward
 from .._core.state import State
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenTelemetry"]
 
-INSTALL_HINT = "pip install 'trio_relay[otel]'"
+INSTALL_HINT = install_hint("otel")
 
 SCOPE = "trio_relay"
 """The instrumentation scope of the meter and the tracer."""

@@ -163,10 +163,12 @@ class Relay:
         return self._states.state
 
     def state_changes(self) -> StateChanges:
-        """Every state change from now on, as ``(old, new, cause)``::
+        """Every state change from now on, as ``(old, new, cause)``:
 
-            async for old, new, cause in relay.state_changes():
-                ...
+        ```python
+        async for old, new, cause in relay.state_changes():
+            ...
+        ```
 
         Each call is a subscriber of its own; it ends after the change into ``CLOSED``.
         Publishing never waits for a subscriber: one that falls more than 64 changes
@@ -175,7 +177,8 @@ class Relay:
         """
         return self._states.subscribe()
 
-    async def wait_state(self, *states: State, timeout: float | None = None) -> State:
+    # ASYNC109: wait_state(timeout=) raises TimeoutError, as documented; a cancel scope works too.
+    async def wait_state(self, *states: State, timeout: float | None = None) -> State:  # noqa: ASYNC109
         """Wait until the relay is in one of ``states`` (at once if it is); returns it.
 
         Raises ``TimeoutError`` after ``timeout`` seconds, and
@@ -185,7 +188,9 @@ class Relay:
         """
         return await self._states.wait_state(frozenset(states), timeout)
 
-    async def wait_connected(self, timeout: float | None = None) -> None:
+    # ASYNC109: wait_connected(timeout=) raises TimeoutError, as documented; a cancel scope works
+    # too.
+    async def wait_connected(self, timeout: float | None = None) -> None:  # noqa: ASYNC109
         """Wait until a connection is up (handshake done).
 
         Raises ``TimeoutError`` after ``timeout`` seconds,
@@ -236,7 +241,8 @@ class Relay:
         platform streams live cards ([`Descriptor.live_cards`][trio_relay.Descriptor.live_cards])
         the reply goes as
         ``draft`` frames instead, ended by a seal or, where the draft is only a
-        preview, by an ordinary send. ``format_hints`` as for
+        preview, by an ordinary send. ``reply_to`` is the message the reply answers
+        (a thread reply where the platform has threads); ``format_hints`` as for
         [`send_text`][trio_relay.Relay.send_text]. See
         [`StreamReply`][trio_relay.StreamReply] for ``message_ids``, ``outcome``, ``outcomes`` and
         ``failed``."""
@@ -262,7 +268,8 @@ class Relay:
         options: Iterable[OptionSpec],
         *,
         kind: str = "approval",
-        timeout: float | None = 60.0,
+        # ASYNC109: ask(timeout=) is the prompt's own life (sent as timeout_s); None at its end.
+        timeout: float | None = 60.0,  # noqa: ASYNC109
         reply_to: str | None = None,
     ) -> PromptAnswer | None:
         """Ask ``question`` in ``chat_id`` and wait for the answer, at most ``timeout``
@@ -273,7 +280,13 @@ class Relay:
         [`PromptAnswer`][trio_relay.PromptAnswer] (option, label, the answering user's source), or
         ``None``
         at the timeout or when the question could not be sent. The answer is consumed:
-        it never reaches ``on_message``."""
+        it never reaches ``on_message``. ``reply_to`` is the message the question answers.
+
+        The question's ``prompt_id`` is in the [`PromptAnswer`][trio_relay.PromptAnswer];
+        in a test, the reference connector's
+        [`latest_prompt`][trio_relay.testing.ReferenceConnector.latest_prompt] gives it
+        while the question is open, for
+        [`press`][trio_relay.testing.ReferenceConnector.press]."""
         return await self._adapter.ask(
             self, chat_id, question, options, kind=kind, timeout=timeout, reply_to=reply_to
         )
@@ -290,7 +303,9 @@ class Relay:
         action: Mapping[str, Any],
         *,
         platform: str | None = None,
-        timeout: float | None = None,
+        # ASYNC109: request(timeout=) ends in Outcome(code='timeout', ambiguous=True), which a
+        # cancel scope cannot give.
+        timeout: float | None = None,  # noqa: ASYNC109
         wait_connected: bool = False,
     ) -> Outcome:
         """Send ``action`` to the connector and return how it ended.
@@ -401,7 +416,8 @@ class Relay:
         return conn
 
     async def _wait_ready(
-        self, op: str, platform: str | None, deadline: float, timeout: float
+        # ASYNC109: carries request()'s timeout= into the wait for a connection.
+        self, op: str, platform: str | None, deadline: float, timeout: float  # noqa: ASYNC109
     ) -> Connection | Outcome:
         """``wait_connected``: the next connection (or a refusal) within the deadline."""
         with trio.move_on_at(deadline):
@@ -412,7 +428,8 @@ class Relay:
                 await self._states.feed.changed()
         return _outcome.timed_out(timeout, written=False)
 
-    async def ping(self, timeout: float | None = None) -> float:
+    # ASYNC109: ping(timeout=) raises TimeoutError, as documented.
+    async def ping(self, timeout: float | None = None) -> float:  # noqa: ASYNC109
         """Round-trip a WebSocket ping now; returns the RTT in seconds.
 
         Raises ``ConnectionError`` when there is no connection (or it drops meanwhile)
@@ -431,14 +448,18 @@ class Relay:
         raise TimeoutError(f"no pong within {limit:g} s")
 
     def interrupt(self, session_key: str, reason: str | None = None) -> bool:
-        """Tell the connector to stop a session (fire and forget). False when there is
-        no connection to send it on."""
+        """Tell the connector to stop the session ``session_key`` (an ``interrupt`` frame,
+        with the optional ``reason``; fire and forget). False when there is no
+        connection to send it on."""
         conn = self._conn
         frame = Interrupt(session_key, reason)
         return conn is not None and conn.send_line(encode_wire(frame.to_wire()))
 
-    async def go_idle(self, timeout: float = 5.0) -> bool:
-        """Ask the connector to switch us to buffered-only delivery; true once acked."""
+    # ASYNC109: go_idle(timeout=) answers False when the ack does not come in time.
+    async def go_idle(self, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
+        """Ask the connector to switch us to buffered-only delivery (``going_idle``);
+        true once acked, false when no connection is up or no ack came within
+        ``timeout`` seconds (the connection is kept)."""
         conn = self._conn
         if conn is None:
             return False
@@ -453,7 +474,8 @@ class Relay:
             )
         return False
 
-    async def go_dormant(self, timeout: float = 5.0, *, hold: float | None = None) -> bool:
+    # ASYNC109: go_dormant(timeout=) answers False when the ack does not come in time.
+    async def go_dormant(self, timeout: float = 5.0, *, hold: float | None = None) -> bool:  # noqa: ASYNC109
         """Go idle, then close the socket on purpose; the redial stays armed and fires
         after ``config.dormant_redial_delay``. If the connector does not acknowledge
         within ``timeout``, the connection is kept and false is returned.

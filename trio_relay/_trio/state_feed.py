@@ -119,7 +119,8 @@ class StateFeed:
         """Wait for the next change of state."""
         await self._changed.wait()
 
-    async def wait_for(self, states: frozenset[State], timeout: float | None) -> State:
+    # ASYNC109: carries Relay.wait_state's timeout=.
+    async def wait_for(self, states: frozenset[State], timeout: float | None) -> State:  # noqa: ASYNC109
         """Wait until the state is one of ``states``; see
         [`Relay.wait_state`][trio_relay.Relay.wait_state]."""
         if not states:
@@ -191,11 +192,13 @@ class RelayStates:
         """See [`Relay.state_changes`][trio_relay.Relay.state_changes]."""
         return self.feed.subscribe()
 
-    async def wait_state(self, states: frozenset[State], timeout: float | None) -> State:
+    # ASYNC109: carries Relay.wait_state's timeout=.
+    async def wait_state(self, states: frozenset[State], timeout: float | None) -> State:  # noqa: ASYNC109
         """See [`Relay.wait_state`][trio_relay.Relay.wait_state]."""
         return await self.feed.wait_for(states, timeout)
 
-    async def wait_connected(self, timeout: float | None) -> None:
+    # ASYNC109: carries Relay.wait_connected's timeout=.
+    async def wait_connected(self, timeout: float | None) -> None:  # noqa: ASYNC109
         """See [`Relay.wait_connected`][trio_relay.Relay.wait_connected]."""
         try:
             await self.feed.wait_for(frozenset({State.CONNECTED}), timeout)

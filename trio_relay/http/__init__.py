@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._core.extras import install_hint
 from ._stall import StreamStalled, stall_timeout, sync_stall_timeout
 
 if TYPE_CHECKING:
@@ -54,8 +55,8 @@ def __getattr__(name: str) -> Any:
         except ImportError as exc:
             raise ImportError(
                 f"trio_relay.http.{name} builds an httpx2 client, and httpx2 is not "
-                "installed: pip install 'trio_relay[httpx2]' (or use "
-                f"trio_relay.http.httpx1.{name} with httpx 0.28)"
+                f"installed: {install_hint('httpx2')}; or use "
+                f"trio_relay.http.httpx1.{name} with httpx 0.28"
             ) from exc
         return getattr(_httpx2, name)
     raise AttributeError(f"module 'trio_relay.http' has no attribute {name!r}")

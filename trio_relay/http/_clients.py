@@ -83,7 +83,8 @@ class ClientFunctions(Generic[AsyncClientT, SyncClientT]):
         self, *, keepalive: KeepaliveConfig | None = None, **httpx_kwargs: Any
     ) -> SyncClientT:
         """The blocking twin of `keepalive_client`: a ``Client`` (for
-        ``OpenAI(http_client=...)``) with the same options, proxy handling and rules."""
+        ``OpenAI(http_client=...)``) with the same options (``keepalive``, and
+        ``httpx_kwargs`` for ``Client``), proxy handling and rules."""
         client: SyncClientT = self._family.sync_client(keepalive, httpx_kwargs)
         return client
 
@@ -105,6 +106,16 @@ class ClientFunctions(Generic[AsyncClientT, SyncClientT]):
         [`stall_timeout`][trio_relay.http.stall_timeout]. The SDKs use a client's own timeout when
         it is not httpx's default, so ``AsyncOpenAI(http_client=llm_client())`` and
         ``AsyncAnthropic(http_client=llm_client())`` inherit these.
+
+        Args:
+            keepalive: The TCP keepalive of every connection (default
+                [`KeepaliveConfig`][trio_relay.KeepaliveConfig]()).
+            connect_timeout: Seconds to open a connection (default 10).
+            write_timeout: Seconds to send a request's bytes (default 30).
+            pool_timeout: Seconds to wait for a free connection of the pool (default 30).
+            httpx_kwargs: Any other keyword of ``AsyncClient`` (``base_url``, ``headers``,
+                ``proxy``, ...), as for `keepalive_client`; ``timeout=`` is refused
+                (these are the timeouts).
         """
         refuse_timeout(httpx_kwargs, "llm_client")
         timeout = self._llm_timeout(connect_timeout, write_timeout, pool_timeout)
@@ -119,8 +130,10 @@ class ClientFunctions(Generic[AsyncClientT, SyncClientT]):
         pool_timeout: float = LLM_POOL_TIMEOUT,
         **httpx_kwargs: Any,
     ) -> SyncClientT:
-        """The blocking twin of `llm_client` (for ``OpenAI(http_client=...)``);
-        guard its streams with [`sync_stall_timeout`][trio_relay.http.sync_stall_timeout]."""
+        """The blocking twin of `llm_client` (for ``OpenAI(http_client=...)``), with the
+        same ``keepalive``, ``connect_timeout``, ``write_timeout``, ``pool_timeout`` and
+        ``httpx_kwargs`` (for ``Client``); guard its streams with
+        [`sync_stall_timeout`][trio_relay.http.sync_stall_timeout]."""
         refuse_timeout(httpx_kwargs, "llm_sync_client")
         timeout = self._llm_timeout(connect_timeout, write_timeout, pool_timeout)
         return self.keepalive_sync_client(keepalive=keepalive, timeout=timeout, **httpx_kwargs)

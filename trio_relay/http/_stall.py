@@ -26,7 +26,8 @@ _T = TypeVar("_T")
 
 class StreamStalled(Exception):
     """A stream delivered nothing for longer than its
-    [`stall_timeout`][trio_relay.http.stall_timeout]."""
+    [`stall_timeout`][trio_relay.http.stall_timeout]: ``seconds``, kept as an attribute
+    of the same name."""
 
     def __init__(self, seconds: float) -> None:
         super().__init__(
@@ -80,7 +81,8 @@ def sync_stall_timeout(source: Iterable[_T], seconds: float) -> Generator[_T, No
     """The blocking twin of [`stall_timeout`][trio_relay.http.stall_timeout], for blocking clients
     and SDKs
     (``for chunk in sync_stall_timeout(OpenAI(...).chat.completions.create(...,
-    stream=True), 60)``).
+    stream=True), 60)``): raises [`StreamStalled`][trio_relay.StreamStalled] when no
+    item came for ``seconds``.
 
     A daemon thread iterates ``source``; each item is waited for with the deadline. On a
     stall, or when the consumer stops early, the connection of an SDK stream or an httpx

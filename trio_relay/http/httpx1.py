@@ -3,10 +3,12 @@
 
 Install with ``pip install 'trio_relay[httpx]'``. Every function behaves exactly as its
 namesake in [`trio_relay.http`][trio_relay.http] (same keepalive options, proxy handling, kwargs
-rules and timeouts); only the client class differs::
+rules and timeouts); only the client class differs:
 
-    from trio_relay.http.httpx1 import llm_client
-    client = OldSDK(http_client=llm_client())      # an httpx.AsyncClient
+```python
+from trio_relay.http.httpx1 import llm_client
+client = OldSDK(http_client=llm_client())      # an httpx.AsyncClient
+```
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ faults on demand::
 it found it (file descriptors, Trio tasks, resident memory).
 """
 
-TESTING_EXTRA = "pip install 'trio_relay[testing]'"
+from .._core.extras import install_hint
+
+TESTING_EXTRA = install_hint("testing")
 """The install command for what the reference connector needs beyond the relay."""
 
 # The reference connector is a WebSocket server of its own (trio-websocket on wsproto);
@@ -34,6 +36,20 @@ except ImportError as exc:
         name=exc.name,
     ) from exc
 
+from .._core.frames import (  # noqa: E402
+    DescriptorFrame,
+    Frame,
+    GoingIdle,
+    GoingIdleAck,
+    Hello,
+    InboundAck,
+    InboundFrame,
+    Interrupt,
+    InterruptInbound,
+    Outbound,
+    OutboundResult,
+    PassthroughFrame,
+)
 from ._chats import PromptShown, TranscriptEntry  # noqa: E402
 from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
 from ._dialers import (  # noqa: E402
@@ -51,13 +67,25 @@ from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa
 __all__ = [
     "ANONYMOUS",
     "ConnectorOptions",
+    "DescriptorFrame",
     "FaultDialer",
     "FaultStream",
+    "Frame",
     "FrameObserver",
+    "GoingIdle",
+    "GoingIdleAck",
+    "Hello",
+    "InboundAck",
+    "InboundFrame",
+    "Interrupt",
+    "InterruptInbound",
     "JsonObject",
     "MemoryDialer",
     "MemoryStream",
+    "Outbound",
     "OutboundHandler",
+    "OutboundResult",
+    "PassthroughFrame",
     "PromptShown",
     "ReferenceConnector",
     "Session",

@@ -46,10 +46,11 @@ MAX_QUEUED_FRAMES = 1 << 20
 class ReferenceConnector(ConnectorProtocol):
     """A running connector; obtain one from [`open_connector`][trio_relay.testing.open_connector].
 
-    Fault methods act on the *current* session (the latest one still open) unless given
-    a session, and raise ``RuntimeError`` when there is none. ``kills`` holds the
-    ``time.monotonic()`` of every fault injected (close, abort, go_silent, revoke of a
-    connected gateway, stop), for benchmarks that time the gateway's reaction.
+    Fault methods and live sends act on the *current* session (the latest one still
+    open) unless given a ``session``, and raise ``RuntimeError`` when there is none.
+    ``kills`` holds the ``time.monotonic()`` of every fault injected (close, abort,
+    go_silent, revoke of a connected gateway, stop), for benchmarks that time the
+    gateway's reaction.
     """
 
     def __init__(self, nursery: trio.Nursery, options: ConnectorOptions) -> None:
@@ -57,10 +58,13 @@ class ReferenceConnector(ConnectorProtocol):
         self._nursery = nursery
         self._host = options.host
         self.port = options.port
+        """The port it listens on (the one picked, after a start with port 0)."""
         self.max_message_bytes = options.max_message_bytes
+        """The largest WebSocket message it accepts."""
         self.ssl_context = options.ssl_context
         """Server-side TLS for every session (``https``/``wss`` URLs) when set."""
         self.kills: list[float] = []
+        """The ``time.monotonic()`` of every fault injected, in order."""
         self.routes = HttpRoutes(
             secrets=options.secrets, clock=options.clock, base_url=lambda: self.url
         )
@@ -78,6 +82,7 @@ class ReferenceConnector(ConnectorProtocol):
 
     @property
     def ws_url(self) -> str:
+        """The WebSocket URL the relay dials (``ws://host:port/relay``)."""
         return f"{'wss' if self.ssl_context else 'ws'}://{self._netloc}/relay"
 
     @property
@@ -95,6 +100,8 @@ class ReferenceConnector(ConnectorProtocol):
 
     @property
     def listening(self) -> bool:
+        """Whether it listens now (between [`start`][trio_relay.testing.ReferenceConnector.start]
+        and [`stop`][trio_relay.testing.ReferenceConnector.stop])."""
         return self._listen_scope is not None
 
     @property
@@ -105,8 +112,10 @@ class ReferenceConnector(ConnectorProtocol):
     # --- live frames ------------------------------------------------------------------
 
     async def send_inbound(self, event: JsonObject, *, session: Session | None = None) -> None:
-        """Send a live, unbuffered ``inbound``; returns once it was handed to the socket
-        (or the session ended first, in which case it is lost)."""
+        """Send ``event`` (an inbound event object, as
+        [`buffer_inbound`][trio_relay.testing.ReferenceConnector.buffer_inbound] takes) as a
+        live, unbuffered ``inbound`` on ``session``; returns once it was handed to the
+        socket (or the session ended first, in which case it is lost)."""
         target = self._target(session)
         self.chats.saw_inbound(event, target.gateway_id)
         await target.send_and_wait(InboundFrame(event))
@@ -114,15 +123,18 @@ class ReferenceConnector(ConnectorProtocol):
     async def send_interrupt(
         self, session_key: str, chat_id: str, *, session: Session | None = None
     ) -> None:
+        """Send an ``interrupt_inbound``: a user asked to stop the turn of ``session_key``
+        in ``chat_id``, on ``session``; the relay calls its ``on_interrupt``."""
         await self._target(session).send_and_wait(InterruptInbound(session_key, chat_id))
 
     async def inject_raw(
         self, text: str | bytes, *, session: Session | None = None, as_text: bool = False
     ) -> None:
-        """Send one WebSocket message verbatim (a text message for ``str``, binary for
-        ``bytes``), not batched with other frames: for malformed-frame tests.
-        ``as_text=True`` sends ``bytes`` as a *text* message's payload, unchecked: a
-        text message that is not UTF-8, which the gateway must fail with 1007."""
+        """Send ``text``, one WebSocket message, verbatim on ``session`` (a text message
+        for ``str``, binary for ``bytes``), not batched with other frames: for
+        malformed-frame tests. ``as_text=True`` sends ``bytes`` as a *text* message's
+        payload, unchecked: a text message that is not UTF-8, which the gateway must fail
+        with 1007."""
         await self._target(session).send_raw(text, text=as_text)
 
     # --- faults -----------------------------------------------------------------------
@@ -134,33 +146,35 @@ class ReferenceConnector(ConnectorProtocol):
         return target
 
     async def close(self, code: int, reason: str = "", session: Session | None = None) -> None:
-        """Close the session's WebSocket with ``code``; returns when it is over."""
+        """Close the session's WebSocket with ``code`` and ``reason``; returns when it is
+        over."""
         target = self._target(session)
         self.kills.append(time.monotonic())
         target.request_close(code, reason)
         await target.closed.wait()
 
     async def abort(self, session: Session | None = None) -> None:
-        """Reset the session's TCP connection (RST); the gateway sees no close frame."""
+        """Reset ``session``'s TCP connection (RST); the gateway sees no close frame."""
         target = self._target(session)
         self.kills.append(time.monotonic())
         target.abort()
         await target.closed.wait()
 
     def go_silent(self, session: Session | None = None) -> None:
-        """Stop reading, writing and answering pings, keeping TCP open: a stalled peer."""
+        """Stop reading, writing and answering pings on ``session``, keeping TCP open: a
+        stalled peer."""
         target = self._target(session)
         self.kills.append(time.monotonic())
         target.silence()
 
     def ignore_pings(self, session: Session | None = None, *, ignore: bool = True) -> None:
-        """Answer no ping (the pongs are swallowed) while everything else flows: a busy
-        peer that never pongs. ``ignore=False`` undoes it."""
+        """Answer no ping on ``session`` (the pongs are swallowed) while everything else
+        flows: a busy peer that never pongs. ``ignore=False`` undoes it."""
         self._target(session).ignore_pings(ignore)
 
     def resume_session(self, session: Session | None = None) -> None:
-        """Undo [`go_silent`][trio_relay.testing.ReferenceConnector.go_silent]; bytes that arrived
-        meanwhile are processed then."""
+        """Undo [`go_silent`][trio_relay.testing.ReferenceConnector.go_silent] on ``session``;
+        bytes that arrived meanwhile are processed then."""
         self._target(session).resume()
 
     def delay_results(self, seconds: float) -> None:
@@ -197,12 +211,15 @@ class ReferenceConnector(ConnectorProtocol):
             session.request_close(AUTH_CLOSE_CODE, "revoked")
 
     def unrevoke(self, gateway_id: str) -> None:
+        """Undo [`revoke`][trio_relay.testing.ReferenceConnector.revoke]: accept
+        ``gateway_id``'s upgrades again."""
         self.upgrades.revoked.discard(gateway_id)
 
     def refuse_upgrades(
         self, count: int, code: int = AUTH_CLOSE_CODE, reason: str = "unauthorized"
     ) -> None:
-        """Accept the next ``count`` upgrades, then close each at once with ``code``."""
+        """Accept the next ``count`` upgrades, then close each at once with ``code`` and
+        ``reason``."""
         self.upgrades.refuse_next(count, code, reason)
 
     # --- listening --------------------------------------------------------------------
@@ -294,7 +311,10 @@ def open_connector(options: ConnectorOptions) -> AbstractAsyncContextManager[Ref
     seconds); ``descriptors`` overrides descriptor keys per platform;
     ``outbound_handler`` answers valid ``outbound`` frames instead of the built-in
     answers; ``ssl_context`` serves TLS (the URL becomes ``https://``); ``validate=False``
-    skips the op-table and tenant checks. Leaving the block closes every session with
+    skips the op-table and tenant checks; ``host`` and ``port`` (0: a free one) say
+    where it listens; ``clock`` is the upgrade check's clock; ``max_message_bytes`` is
+    the largest message it accepts; ``record=False`` keeps counts only; ``on_frame`` and
+    ``on_session`` see every frame and session. Leaving the block closes every session with
     1001 (bounded) and stops listening. An exception raised in the block, a
     ``KeyboardInterrupt`` included, comes out as itself, never in an exception group.
     """
@@ -353,8 +373,10 @@ class ServeOptions(ConnectorOptions):
 @takes_options(ServeOptions)
 def serve_connector(options: ServeOptions) -> Coroutine[Any, Any, NoReturn]:
     """Serve until cancelled; ``await nursery.start(serve_connector, ...)`` returns the
-    listening [`ReferenceConnector`][trio_relay.testing.ReferenceConnector]. Takes the keywords of
-    [`open_connector`][trio_relay.testing.open_connector].
+    listening [`ReferenceConnector`][trio_relay.testing.ReferenceConnector] (``task_status``
+    is trio's, which ``nursery.start`` passes). Takes the keywords of
+    [`open_connector`][trio_relay.testing.open_connector], the fields of
+    [`ConnectorOptions`][trio_relay.testing.ConnectorOptions].
     Prints nothing."""
     return _serve_forever(options)
 

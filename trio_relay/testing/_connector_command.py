@@ -117,7 +117,8 @@ async def serve_console(
     *,
     ops: list[str],
     script: list[str] | None,
-    timeout: float,
+    # ASYNC109: --timeout of --script: exit 1 naming the line that waited too long.
+    timeout: float,  # noqa: ASYNC109
     show_frames: bool,
     secret_env: str,
     out: TextIO,

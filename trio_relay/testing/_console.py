@@ -155,7 +155,8 @@ class Console:
             except (NotUnderstood, LookupError, ValueError) as exc:
                 self.say(f"? {exc}")
 
-    async def replay(self, lines: list[str], *, timeout: float) -> bool:
+    # ASYNC109: --timeout of --script: False naming the line that waited too long.
+    async def replay(self, lines: list[str], *, timeout: float) -> bool:  # noqa: ASYNC109
         """Play ``lines`` as a conversation: before the first, wait for the gateway;
         after each message or press, wait until the agent has finished its turn (every
         delivery acknowledged) or asks something (a new prompt). Returns false, saying

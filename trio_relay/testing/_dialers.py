@@ -141,9 +141,9 @@ class FaultStream(trio.abc.Stream):
                 tap(payload, True)
 
     def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
-        """What the stream underneath takes now, faults applied: raises once reset or
-        while writes fail, takes nothing while writes are held (a full receive window),
-        takes everything and drops it while stalled (a vanished peer)."""
+        """How much of ``data`` the stream underneath takes now, faults applied: raises
+        once reset or while writes fail, takes nothing while writes are held (a full
+        receive window), takes everything and drops it while stalled (a vanished peer)."""
         self._check_writable()
         tap = self._dialer.tap
         frames = self._frames
@@ -307,7 +307,8 @@ class FaultDialer:
         self._released.set()
 
     def fail_writes(self, fail: bool = True) -> None:
-        """Make every write raise ``BrokenResourceError`` (reads keep working)."""
+        """Make every write raise ``BrokenResourceError`` (reads keep working);
+        ``fail=False`` lets writes through again."""
         self.writes_fail = fail
 
 
@@ -369,7 +370,8 @@ class MemoryStream(trio.abc.Stream):
         return data
 
     def send_nowait(self, data: bytes | bytearray | memoryview) -> int:
-        """Take what fits in the window now; the bytes taken (0 when it is full)."""
+        """Take what of ``data`` fits in the window now; the bytes taken (0 when it is
+        full)."""
         if self._closed:
             raise trio.ClosedResourceError("the stream was closed")
         outgoing = self._out
@@ -413,7 +415,8 @@ class MemoryStream(trio.abc.Stream):
 
 def memory_stream_pair(window: int = MEMORY_WINDOW) -> tuple[MemoryStream, MemoryStream]:
     """Two connected [`MemoryStream`][trio_relay.testing.MemoryStream] ends (what one writes, the
-    other reads)."""
+    other reads). ``window``: the bytes each direction holds unread before a write
+    waits."""
     one, two = _Direction(), _Direction()
     return MemoryStream(one, two, window), MemoryStream(two, one, window)
 

@@ -36,8 +36,13 @@ class ConnectorOptions:
     """Gateway id -> secret: turns on upgrade authentication, checked against
     ``clock()``. ``None`` accepts any upgrade as gateway ``"anonymous"``."""
     descriptors: dict[str, JsonObject] | None = None
-    """Descriptor keys overriding the defaults, per platform (e.g. ``supported_ops``);
-    the key ``"*"`` applies to every platform, below the platform's own."""
+    """Descriptor keys overriding the defaults, per platform; the key ``"*"`` applies to
+    every platform, below the platform's own. The defaults: the required keys of
+    [`default_descriptor`][trio_relay.testing.default_descriptor] and ``supported_ops``
+    listing every op of the protocol (prompts, media, drafts, task cards), as
+    ``trio-relay connector`` advertises; ``{"*": {"supported_ops": []}}`` plays a
+    connector of the legacy set (send, edit, typing, follow_up), and
+    [`live_descriptor`][trio_relay.testing.live_descriptor] turns on live cards."""
     outbound_handler: OutboundHandler | None = None
     """Answers valid ``outbound`` frames instead of the built-in answers."""
     host: str = "127.0.0.1"
@@ -56,7 +61,13 @@ class ConnectorOptions:
     it, as a real connector does; ``False`` answers anything (for tests of a gateway's
     own checks)."""
     on_frame: FrameObserver | None = None
-    """Sees every frame in both directions (the ``trio-relay connector`` frame log)."""
+    """``on_frame(session, direction, frame)`` sees every frame in both directions (the
+    ``trio-relay connector`` frame log): the [`Session`][trio_relay.testing.Session],
+    ``"in"`` (received from the gateway) or ``"out"`` (queued to it), and the decoded
+    [`Frame`][trio_relay.testing.Frame] ([`Outbound`][trio_relay.testing.Outbound],
+    [`Hello`][trio_relay.testing.Hello], [`InboundFrame`][trio_relay.testing.InboundFrame],
+    ...; ``isinstance`` tells which). It is called synchronously, as the session reads
+    or queues the frame: keep it quick."""
     on_session: SessionObserver | None = None
     """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
     accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""

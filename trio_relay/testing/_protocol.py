@@ -37,7 +37,7 @@ from .._core.frames import (
     PassthroughFrame,
 )
 from ._buffer import DurableBuffer
-from ._chats import ChatBook, TranscriptEntry
+from ._chats import ChatBook, PromptShown, TranscriptEntry
 from ._drafts import DraftBook
 from ._faults import ResultPolicy, UpgradePolicy
 from ._ops import OP_TABLE, ActionRefusal, check_action, egress_declined
@@ -69,6 +69,17 @@ def _template(source: JsonObject) -> JsonObject:
 
 
 def default_descriptor(platform: str) -> JsonObject:
+    """The required descriptor keys of wire protocol v1 for ``platform``: label
+    ``platform.title()``, 4096 characters, edits on, plain markdown. It lists no
+    ``supported_ops``, so it stands for a connector of the legacy set (send, edit,
+    typing, follow_up), for tests that hand-make descriptor frames.
+
+    Args:
+        platform: The platform name (``"slack"``).
+
+    Returns:
+        A fresh dict each call, free to change.
+    """
     return {
         "contract_version": 1,
         "platform": platform,
@@ -130,13 +141,22 @@ class ConnectorProtocol:
         self.outbound_handler = options.outbound_handler
         """Answers valid ``outbound`` frames when set; may be changed live."""
         self.record = options.record
+        """Whether frames, outbound and transcripts are kept (``ConnectorOptions.record``)."""
         self.sessions: list[Session] = []
         """Every accepted upgrade, in order (including those refused right after)."""
         self.received: list[Frame] = []
+        """Every frame the gateway sent, decoded, in arrival order (empty with
+        ``record=False``)."""
         self.outbound: list[Outbound] = []
+        """Every valid [`Outbound`][trio_relay.testing.Outbound] request, in arrival order
+        (empty with ``record=False``)."""
         self.acks: list[str] = []
+        """The ``bufferId`` of every ``inbound_ack``, in arrival order: a delivery the
+        gateway handled (``buffer_id in connector.acks``)."""
         self.rejected: list[RejectedFrame] = []
+        """Every frame refused as malformed, with its reason and a sample."""
         self.outbound_count = 0
+        """How many valid ``outbound`` frames arrived (kept with ``record=False`` too)."""
         self.upgrades = UpgradePolicy(options.secrets, options.clock)
         self.results = ResultPolicy()
         self.buffer = DurableBuffer()
@@ -166,6 +186,17 @@ class ConnectorProtocol:
     def pending(self, gateway_id: str = ANONYMOUS) -> list[str]:
         """The bufferIds of ``gateway_id`` not acknowledged yet, oldest first."""
         return self.buffer.ids(gateway_id)
+
+    def latest_prompt(self, chat_id: str) -> PromptShown | None:
+        """The prompt the gateway showed last in ``chat_id`` (a ``prompt`` op it carried
+        out, from [`Relay.ask`][trio_relay.Relay.ask]), or ``None``: its
+        ``prompt_id`` is what [`press`][trio_relay.testing.ReferenceConnector.press]
+        takes.
+
+        Args:
+            chat_id: The chat the prompt was shown in.
+        """
+        return self.chats.latest_prompt(chat_id)
 
     def transcript(self, chat_id: str) -> list[TranscriptEntry]:
         """What happened in ``chat_id``, oldest first: the users' messages and presses
@@ -234,9 +265,11 @@ class ConnectorProtocol:
         return self._handshaken[count - 1]
 
     async def wait_outbound(self, count: int) -> None:
+        """Wait until ``count`` valid ``outbound`` frames arrived in all."""
         await self.wait_until(lambda: self.outbound_count >= count)
 
     async def wait_acks(self, count: int) -> None:
+        """Wait until ``count`` acks arrived in all (see ``acks``)."""
         await self.wait_until(lambda: len(self.acks) >= count)
 
     def _notify(self) -> None:
@@ -401,6 +434,10 @@ class ConnectorProtocol:
     def _on_hello(self, session: Session, frame: Hello) -> None:
         session.hellos.append(frame)
         descriptor = default_descriptor(frame.platform)
+        # Every op of the protocol by default, as `trio-relay connector` advertises
+        # (prompts included, so `relay.ask` shows buttons); `supported_ops: []` in
+        # ``descriptors`` plays a connector of the legacy set.
+        descriptor["supported_ops"] = list(OP_TABLE)
         descriptor.update(self.descriptors.get(ANY_PLATFORM, {}))
         descriptor.update(self.descriptors.get(frame.platform, {}))
         session.descriptors[frame.platform] = descriptor

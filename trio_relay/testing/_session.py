@@ -219,7 +219,8 @@ class Session:
             await self.ws.send_message(message)
 
     def start_soon(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        """Run ``fn`` inside the session, so it is cancelled when the session ends."""
+        """Run ``fn(*args)`` inside the session, so it is cancelled when the session
+        ends."""
         if self._nursery is not None and not self.closed.is_set():
             self._nursery.start_soon(fn, *args)
 
@@ -235,7 +236,8 @@ class Session:
         self._gate.drop_pongs = ignore
 
     def request_close(self, code: int, reason: str) -> None:
-        """Ask the session to close with ``code``; ``await closed.wait()`` for the end."""
+        """Ask the session to close with ``code`` and ``reason``; ``await closed.wait()``
+        for the end."""
         if self._end.is_set():
             return
         self._our_close = (code, reason)
@@ -266,8 +268,9 @@ class Session:
     async def run(
         self, admit: Admit, on_payload: OnPayload, on_open: Callable[[Session], None]
     ) -> None:
-        """Serve the session until it ends. Exceptions of this session propagate to the
-        caller, which logs them; they never reach other sessions."""
+        """Serve the session until it ends (the reference connector calls this, with its
+        ``admit``, ``on_payload`` and ``on_open`` callbacks). Exceptions of this session
+        propagate to the caller, which logs them; they never reach other sessions."""
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery

@@ -108,7 +108,8 @@ class NetnsProcess:
         self._buffer = bytearray()
         self._name = " ".join(argv)[:120]
 
-    async def readline(self, timeout: float = 10) -> str:
+    # ASYNC109: a server that never gets ready is reported with its output, not cancelled silently.
+    async def readline(self, timeout: float = 10) -> str:  # noqa: ASYNC109
         """The next stdout line, without its newline. Raises if the process ends or stays
         quiet for ``timeout`` seconds (a server that never got ready)."""
         assert self.process.stdout is not None

@@ -340,7 +340,8 @@ class AdapterPlane:
         options: Iterable[OptionSpec],
         *,
         kind: str,
-        timeout: float | None,
+        # ASYNC109: carries Relay.ask's timeout=.
+        timeout: float | None,  # noqa: ASYNC109
         reply_to: str | None,
     ) -> PromptAnswer | None:
         """See [`Relay.ask`][trio_relay.Relay.ask]."""

@@ -30,7 +30,8 @@ class RelayPort(Protocol):
         action: Mapping[str, Any],
         *,
         platform: str | None = None,
-        timeout: float | None = None,
+        # ASYNC109: Relay.request's signature, timeout= included.
+        timeout: float | None = None,  # noqa: ASYNC109
         wait_connected: bool = False,
     ) -> Outcome: ...
 

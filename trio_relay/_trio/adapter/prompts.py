@@ -136,7 +136,8 @@ class PromptBroker:
         options: Iterable[OptionSpec],
         *,
         kind: str,
-        timeout: float | None,
+        # ASYNC109: carries Relay.ask's timeout=.
+        timeout: float | None,  # noqa: ASYNC109
         reply_to: str | None,
     ) -> PromptAnswer | None:
         """See [`Relay.ask`][trio_relay.Relay.ask]."""
@@ -180,7 +181,8 @@ class PromptBroker:
         pending: _Pending,
         question: str,
         kind: str,
-        timeout: float | None,
+        # ASYNC109: carries Relay.ask's timeout=.
+        timeout: float | None,  # noqa: ASYNC109
         reply_to: str | None,
     ) -> Outcome | None:
         """Send the prompt op; ``None`` when it may be on screen, else its refusal."""

@@ -341,7 +341,8 @@ class StreamReply:
             if not self.outcome.success and not self.outcome.ambiguous:
                 self.failed = self.outcome
 
-    async def _seal(self, content: str, *, timeout: float | None = None) -> Outcome:
+    # ASYNC109: the seal is a request: its timeout= ends in an Outcome.
+    async def _seal(self, content: str, *, timeout: float | None = None) -> Outcome:  # noqa: ASYNC109
         """Seal the live card with ``content``: the message it ends as. A lost seal is
         sent again until a definite answer, within ``close_timeout`` (see the module
         docstring: a repeated seal is idempotent)."""

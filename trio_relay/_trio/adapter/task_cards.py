@@ -120,7 +120,8 @@ class TaskCard:
             self._sent = shown_before  # refused: no card came of it, none to stop
         return outcome
 
-    async def _stop(self, timeout: float) -> None:
+    # ASYNC109: the stop is a request: its timeout= ends in an Outcome.
+    async def _stop(self, timeout: float) -> None:  # noqa: ASYNC109
         self._ended = True
         if not self._sent:
             return

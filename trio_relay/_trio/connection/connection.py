@@ -238,7 +238,8 @@ class Connection:
     def missing_descriptors(self) -> list[str]:
         return self.protocol.missing_descriptors()
 
-    async def handshake(self, identities: Sequence[Identity], timeout: float) -> bool:
+    # ASYNC109: False at the handshake deadline is the answer the supervisor classifies.
+    async def handshake(self, identities: Sequence[Identity], timeout: float) -> bool:  # noqa: ASYNC109
         """Send one ``hello`` per identity and wait for the protocol's `LinkUp`
         (the first descriptor of a hello'd platform; docs/protocol.md, "Handshake"),
         which the reader announces (``on_up``) as it reads it.
@@ -338,7 +339,8 @@ class Connection:
         if self._drained is not None and not self.protocol.requests:
             self._drained.set()
 
-    async def go_idle(self, timeout: float) -> bool:
+    # ASYNC109: carries Relay.go_idle's timeout=: False when no ack in time.
+    async def go_idle(self, timeout: float) -> bool:  # noqa: ASYNC109
         """Send ``going_idle`` and wait for the ack; false on timeout or if the
         connection ends first."""
         if self.protocol.idle_acked:

@@ -19,6 +19,7 @@ from urllib.parse import urljoin
 
 import trio
 
+from ..._core.extras import install_hint
 from ..._core.media import ConnectorRoutes
 from ..._core.settings import RoutesSettings
 
@@ -146,6 +147,6 @@ def _import_httpx2() -> ModuleType:
     except ImportError:
         raise ImportError(
             "relay.media and open_relay(policy=...) call the connector over HTTP with "
-            "httpx2, which is not installed: pip install 'trio_relay[httpx2]'"
+            f"httpx2, which is not installed: {install_hint('httpx2')}"
         ) from None
     return httpx2

@@ -25,7 +25,8 @@ logger = logging.getLogger("trio_relay")
 class _Connectable(Protocol):
     name: str
 
-    async def wait_connected(self, timeout: float | None = None) -> None: ...
+    # ASYNC109: Relay.wait_connected's signature.
+    async def wait_connected(self, timeout: float | None = None) -> None: ...  # noqa: ASYNC109
 
 
 async def declare_policy(

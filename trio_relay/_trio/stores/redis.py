@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -50,6 +49,7 @@ import trio
 
 from ..._core.dedupe import Claim
 from ..._core.dedupe_store import DedupeSession
+from ..._core.extras import install_hint
 from ..._core.stats import RelayStats
 
 __all__ = ["RedisDedupeStore"]
@@ -173,7 +173,7 @@ class RedisDedupeStore:
             import coredis
         except ImportError as exc:
             raise RuntimeError(
-                "RedisDedupeStore needs coredis: pip install 'trio_relay[redis]'"
+                f"RedisDedupeStore needs coredis: {install_hint('redis')}"
             ) from exc
         from coredis.retry import NoRetryPolicy
 
@@ -325,7 +325,7 @@ class _RedisSession:
     def _outage(self, exc: BaseException | None) -> None:
         if self._down_since is not None:
             return
-        self._down_since = time.monotonic()
+        self._down_since = trio.current_time()  # Trio's clock: MockClock in tests
         self._stats.dedupe_store_outages += 1
         if exc is None:
             cause = f"no answer within {self._store.timeout:g} s"
@@ -345,7 +345,7 @@ class _RedisSession:
                 pass
             else:
                 assert self._down_since is not None
-                down_for = time.monotonic() - self._down_since
+                down_for = trio.current_time() - self._down_since
                 self._down_since = None
                 logger.warning(
                     "inbound: dedupe store %s reachable again after %.1f s",

@@ -65,7 +65,8 @@ class SqliteDedupeStore:
 
     def open_file(self, capacity: int) -> KeyFile:
         """The blocking file behind the store (a seam: a subclass may wrap it to watch
-        or fault its calls, which run in worker threads)."""
+        or fault its calls, which run in worker threads), holding at most ``capacity``
+        keys."""
         return SqliteKeyFile(self.path, capacity)
 
     def open(
