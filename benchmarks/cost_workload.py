@@ -19,6 +19,10 @@ Phases, in order (each named in the plan with its count):
 - ``redial``: ``count`` times: a request the connector answers with a TCP reset (the
   connection's end, read by the client), then, once the client is connected again, one
   request and its result.
+- ``encode``: ``count`` encodings of the benchmark's action to JSON (msgspec where it is
+  installed, else the standard library's): the one piece of a request's work that the
+  Trio floor client leaves out (it encodes an action once and reuses the bytes) and
+  that no real client can, since every caller's action is its own.
 
 The idle-bytes figure (tracemalloc) is measured by ``--idle N`` instead, without
 callgrind: N idle connected clients in this process, the traced bytes they hold.
@@ -102,12 +106,28 @@ async def _redials(client: Client, count: int) -> None:
             raise WorkloadFailed(f"redial: {reply} after {client.connects - before} connects")
 
 
+def _encodings(count: int) -> None:
+    try:
+        import msgspec
+    except ImportError:
+        encode: Any = json.dumps
+    else:
+        encode = msgspec.json.encode
+    for _ in range(count):
+        encode(ACTION)
+
+
 async def _counted(backend: Backend, url: str, plan: list[dict[str, Any]]) -> None:
     async with backend.client(url, OVERRIDES[backend.name]) as client:
         await client.wait_connected(TIMEOUT)
         for phase in plan:
             name, count, warm = phase["name"], int(phase["count"]), int(phase["warm"])
-            if name == "redial":
+            if name == "encode":
+                _encodings(warm)
+                gc.collect()
+                mark()
+                _encodings(count)
+            elif name == "redial":
                 await _reply_ok(client, batch(1))
                 await _redials(client, warm)
                 gc.collect()
