@@ -54,6 +54,8 @@ __all__ = [
     "run",
     "valgrind_unavailable",
     "write_reference",
+    "read_reference",
+    "count_reference",
 ]
 
 CLIENTS = (TRIO_RELAY.name, BASELINE.name, FLOOR_BACKEND.name)
@@ -61,31 +63,25 @@ SHOWN = {TRIO_RELAY.name: "trio_relay", BASELINE.name: "asyncio design",
          FLOOR_BACKEND.name: FLOOR_CLIENT.removeprefix("the ")}  # fmt: skip
 
 Plan = list[dict[str, Any]]
-# count: requests per requester (a round is K requests), redials, encodings.
+# count: requests per requester (a round is K requests), redials, encodings. The counts
+# repeat run to run (lockstep), so a small plan is enough: about 35 s of callgrind for
+# trio_relay, a minute for the asyncio design.
 _DEFAULT_PLAN: Plan = [
-    {"name": "requests@1", "count": 200, "warm": 20},
-    {"name": "requests@16", "count": 25, "warm": 3},
-    {"name": "requests@256", "count": 4, "warm": 1},
-    {"name": "redial", "count": 20, "warm": 3},
+    {"name": "requests@1", "count": 50, "warm": 10},
+    {"name": "requests@16", "count": 8, "warm": 2},
+    {"name": "requests@256", "count": 2, "warm": 1},
+    {"name": "redial", "count": 5, "warm": 2},
 ]
-PLANS: dict[str, Plan] = {
-    "default": _DEFAULT_PLAN,
-    "quick": [
-        {"name": "requests@1", "count": 50, "warm": 10},
-        {"name": "requests@16", "count": 8, "warm": 2},
-        {"name": "requests@256", "count": 2, "warm": 1},
-        {"name": "redial", "count": 5, "warm": 2},
-    ],
-    "tiny": [
-        {"name": "requests@1", "count": 10, "warm": 2},
-        {"name": "requests@16", "count": 2, "warm": 1},
-        {"name": "requests@256", "count": 1, "warm": 1},
-        {"name": "redial", "count": 2, "warm": 1},
-    ],
-}
+_SMALL_PLAN: Plan = [
+    {"name": "requests@1", "count": 10, "warm": 2},
+    {"name": "requests@16", "count": 2, "warm": 1},
+    {"name": "requests@256", "count": 1, "warm": 1},
+    {"name": "redial", "count": 2, "warm": 1},
+]
+PLANS: dict[str, Plan] = {"default": _DEFAULT_PLAN, "quick": _SMALL_PLAN, "tiny": _SMALL_PLAN}
 ENCODE = {"name": "encode", "count": 2000, "warm": 200}
 """The floor client's extra phase: what it leaves out of every request."""
-IDLE = {"default": 200, "quick": 100, "tiny": 20}
+IDLE = {"default": 200, "quick": 50, "tiny": 20}
 """Idle clients measured, after five to warm up."""
 
 REFERENCE = ROOT / "cost_reference.json"
@@ -260,7 +256,7 @@ def run(ctx: Context) -> Result:
     if reason is not None:
         raise CostUnavailable(f"bench cost needs valgrind's callgrind: {reason}")
     plan = PLANS[ctx.mode]
-    repeats = ctx.count(3, 1, 1)
+    repeats = ctx.count(2, 1, 1)
     n_idle = IDLE[ctx.mode]
     runs: dict[str, list[Counted]] = {c: [] for c in CLIENTS}
     idles: dict[str, list[dict[str, float]]] = {c: [] for c in CLIENTS}
@@ -450,17 +446,38 @@ def _percent(value: float) -> str:
     return f"{value * 100:.2f}%"
 
 
-def write_reference(counted: Result, path: Path = REFERENCE) -> Path:
-    """Make trio_relay's counts in ``counted`` the reference the CI test holds the
-    library to (on purpose: the commit says why)."""
-    samples = counted.samples["instructions"][TRIO_RELAY.name]
+REFERENCE_PLAN = "default"
+"""The plan the reference and the CI test count (about 35 s of trio_relay under callgrind)."""
+REFERENCE_RUNS = 3
+
+
+def count_reference(url: str, on_wait: Any = None) -> dict[str, float]:
+    """trio_relay's instructions per unit on the reference plan, one counted run."""
+    plan = PLANS[REFERENCE_PLAN]
+    return per_unit(plan, count_client(TRIO_RELAY.name, url, plan, on_wait=on_wait))
+
+
+def write_reference(url: str, path: Path = REFERENCE, on_wait: Any = None) -> Path:
+    """Count trio_relay on the reference plan ``REFERENCE_RUNS`` times against the
+    lockstep connector at ``url`` and make the medians the reference the CI test holds
+    the library to (on purpose: the commit says why)."""
+    runs = [count_reference(url, on_wait) for _ in range(REFERENCE_RUNS)]
     document = {
         "about": "trio_relay's callgrind counts the cost regression test holds the library "
         f"to (tests/integration/test_cost.py: fails above +{REGRESSION:.0%}); written by "
         "trio-relay bench cost --update-reference",
-        "plan": counted.configs["plans"][TRIO_RELAY.name],
-        "instructions": {k: round(median([f[k] for f in samples])) for k in FIGURES},
-        "environment": counted.configs["environment"],
-    }
+        "plan": PLANS[REFERENCE_PLAN],
+        "instructions": {k: round(median([f[k] for f in runs])) for k in FIGURES},
+        "spread": {
+            k: round((max(f[k] for f in runs) - min(f[k] for f in runs)) / median(
+                [f[k] for f in runs]), 5) for k in FIGURES
+        },
+        "environment": environment(),
+    }  # fmt: skip
     path.write_text(json.dumps(document, indent=2) + "\n")
     return path
+
+
+def read_reference(path: Path = REFERENCE) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(path.read_text())
+    return document
