@@ -472,7 +472,9 @@ def require_matplotlib() -> None:
         )
 
 
-def write_plots(directory: str, results: list[Result], machine: str = "") -> list[str]:
+def write_plots(
+    directory: str, results: list[Result], machine: str = "", image_format: str = "svg"
+) -> list[str]:
     """Every result's latency CDF (``{name}-cdf.svg``) and its other plots
     (``{plot.name}.svg``) into ``directory`` (made if missing); the paths written.
     ``machine``, when given, is printed small under each title."""
@@ -497,7 +499,7 @@ def write_plots(directory: str, results: list[Result], machine: str = "") -> lis
             ax.set_xlabel("milliseconds (log scale)")
             ax.set_ylabel("fraction of samples at or below")
             written.append(_save(fig, ax, f"{result.name}: {result.title}", machine,
-                                 os.path.join(directory, f"{result.name}-cdf.svg")))  # fmt: skip
+                                 os.path.join(directory, f"{result.name}-cdf.{image_format}")))  # fmt: skip
         for plot in result.plots:
             fig, ax = plt.subplots(figsize=(8, 4.5))
             for name, points in plot.series.items():
@@ -509,10 +511,12 @@ def write_plots(directory: str, results: list[Result], machine: str = "") -> lis
                 ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
             if plot.ylog:
                 ax.set_yscale("log")
+            else:
+                ax.set_ylim(bottom=0)
             ax.set_xlabel(plot.xlabel)
             ax.set_ylabel(plot.ylabel)
             written.append(
-                _save(fig, ax, plot.title, machine, os.path.join(directory, f"{plot.name}.svg"))
+                _save(fig, ax, plot.title, machine, os.path.join(directory, f"{plot.name}.{image_format}"))
             )
     return written
 

@@ -199,7 +199,8 @@ def _result(
         for label, series in (("zero backoff", zero),)
         for name in series
     }
-    result.cdf["asyncio design, own policy"] = thin(defaults[BASELINE.name])
+    for client in (TRIO_RELAY, BASELINE):
+        result.cdf[f"{SHOWN[client.name]}, own policy"] = thin(defaults[client.name])
     result.plots.append(
         Plot(
             "cpu-per-request",
