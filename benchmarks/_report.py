@@ -122,7 +122,7 @@ class Target:
 
 @dataclass
 class Table:
-    """A table of text cells, for figures that are not one :class:`Row` per pair."""
+    """A table of text cells, for figures that are not one `Row` per pair."""
 
     title: str
     columns: list[str]
@@ -307,7 +307,7 @@ class Progress:
     its own count, elapsed time and estimate; elsewhere one plain line as each phase
     starts. Nothing is drawn between two calls (no refresh thread: its wake-ups would
     land inside the timed figures), so a benchmark advances it at least every second or
-    so, and :meth:`tick` redraws during a long wait that is not timed."""
+    so, and `tick` redraws during a long wait that is not timed."""
 
     REDRAW = 0.1
     """Seconds between two redraws at most."""
@@ -498,8 +498,8 @@ def write_plots(
             ax.set_xscale("log")
             ax.set_xlabel("milliseconds (log scale)")
             ax.set_ylabel("fraction of samples at or below")
-            written.append(_save(fig, ax, f"{result.name}: {result.title}", machine,
-                                 os.path.join(directory, f"{result.name}-cdf.{image_format}")))  # fmt: skip
+            path = os.path.join(directory, f"{result.name}-cdf.{image_format}")
+            written.append(_save(fig, ax, f"{result.name}: {result.title}", machine, path))
         for plot in result.plots:
             fig, ax = plt.subplots(figsize=(8, 4.5))
             for name, points in plot.series.items():
@@ -515,9 +515,8 @@ def write_plots(
                 ax.set_ylim(bottom=0)
             ax.set_xlabel(plot.xlabel)
             ax.set_ylabel(plot.ylabel)
-            written.append(
-                _save(fig, ax, plot.title, machine, os.path.join(directory, f"{plot.name}.{image_format}"))
-            )
+            path = os.path.join(directory, f"{plot.name}.{image_format}")
+            written.append(_save(fig, ax, plot.title, machine, path))
     return written
 
 

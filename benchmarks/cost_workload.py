@@ -1,12 +1,12 @@
-"""The workload ``bench cost`` counts (:mod:`.cost`), run by one client in a process of
+"""The workload ``bench cost`` counts (`.cost`), run by one client in a process of
 its own, under callgrind or not::
 
     python -m trio_relay_benchmarks.cost_workload --client NAME --url URL --plan JSON
 
-It talks to the fast connector in lockstep (:mod:`.fast_connector`: a batch is answered
+It talks to the fast connector in lockstep (`.fast_connector`: a batch is answered
 in one message once all of it arrived), so what the client reads and writes is the
 same in every run whatever the timing of the two processes. Between its phases it calls
-:func:`mark` (``os.getpgrp()``, a call nothing else in the process makes): callgrind,
+`mark` (``os.getpgrp()``, a call nothing else in the process makes): callgrind,
 started with ``--dump-before=getpgrp``, writes the instructions counted since the last
 mark to a file of their own, so each phase is counted apart from the start-up, the
 imports and the other phases. A phase is preceded by a warm-up that is counted apart

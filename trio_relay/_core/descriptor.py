@@ -197,8 +197,8 @@ _by_line: dict[bytes, Descriptor] = {}
 def decoded(wire: object, line: bytes = b"") -> Descriptor:
     """``shared(Descriptor.from_wire(wire))``, kept by the wire ``line`` it was read
     from (when given): a connector sends the same line on every connection, and its
-    decoding and the lookup in :func:`shared` cost 70,000 CPU instructions, 4 % of a
-    redial (callgrind). Raises :class:`FrameError` as ``from_wire`` does (nothing is
+    decoding and the lookup in `shared` cost 70,000 CPU instructions, 4 % of a
+    redial (callgrind). Raises `FrameError` as ``from_wire`` does (nothing is
     kept then)."""
     if line:
         known = _by_line.get(line)
