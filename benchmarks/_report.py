@@ -1,23 +1,33 @@
-"""What a benchmark returns, and how it is shown: table, progress bar, JSON, CDF plot."""
+"""What a benchmark returns, and how it is shown: tables, progress, JSON, plots."""
 
 from __future__ import annotations
 
 import datetime
 import importlib
+import importlib.util
+import io
 import json
 import math
 import os
 import platform
 import sys
+import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any, TextIO
 
+import rich.progress as bars
+from rich import box
+from rich.console import Console
+from rich.table import Table as RichTable
+
 __all__ = [
+    "Plot",
     "Progress",
     "Result",
     "Row",
+    "Table",
     "Target",
     "floor_share",
     "machine_info",
@@ -26,7 +36,7 @@ __all__ = [
     "targets_markdown",
     "thin",
     "write_json",
-    "write_plot",
+    "write_plots",
 ]
 
 
@@ -111,6 +121,30 @@ class Target:
 
 
 @dataclass
+class Table:
+    """A table of text cells, for figures that are not one `Row` per pair."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    notes: list[str] = field(default_factory=list)
+    """Printed under the table, one paragraph each."""
+
+
+@dataclass
+class Plot:
+    """A line chart of ``series`` (name -> points (x, y)), written as ``{name}.svg``."""
+
+    name: str
+    title: str
+    xlabel: str
+    ylabel: str
+    series: dict[str, list[tuple[float, float]]]
+    xlog: bool = False
+    ylog: bool = False
+
+
+@dataclass
 class Result:
     name: str
     title: str
@@ -121,13 +155,21 @@ class Result:
     samples: dict[str, Any] = field(default_factory=dict)
     cdf: dict[str, list[float]] = field(default_factory=dict)
     """Latency samples (ms) to plot, by series name."""
+    tables: list[Table] = field(default_factory=list)
+    """Shown before the rows' table (the default run's summary is the first)."""
+    plots: list[Plot] = field(default_factory=list)
+    """Figures to draw beside the latency CDF, if any."""
     elapsed: float = 0.0
 
 
-# --- table -----------------------------------------------------------------------------
+# --- tables ----------------------------------------------------------------------------
+
+WIDTH = 100
+"""Every table fits this many columns (a terminal narrower than that wraps them)."""
 
 
-def _fmt(value: float | None, unit: str) -> str:
+def fmt(value: float | None, unit: str) -> str:
+    """A figure with its unit, to three significant digits or so."""
     if value is None or math.isnan(value):
         return "-"
     if unit in ("", "count"):
@@ -145,16 +187,16 @@ def _fmt(value: float | None, unit: str) -> str:
     return f"{text} {unit}"
 
 
-def _fmt_ratio(ratio: float | None) -> str:
-    if ratio is None:
+def fmt_ratio(ratio: float | None) -> str:
+    if ratio is None or math.isnan(ratio):
         return "-"
     if ratio >= 10:
-        return f"{ratio:.0f}"
+        return f"{ratio:.0f}x"
     if ratio >= 0.01:
-        return f"{ratio:.2f}"
+        return f"{ratio:.2f}x"
     if ratio >= 0.0001:
-        return f"{ratio:.4f}"
-    return f"{ratio:.1e}"
+        return f"{ratio:.4f}x"
+    return f"{ratio:.1e}x"
 
 
 def _n(row: Row) -> str:
@@ -165,38 +207,81 @@ def _n(row: Row) -> str:
     return f"{row.n_trio if row.n_trio is not None else '-'}/{row.n_base or '-'}"
 
 
-def render(result: Result) -> str:
-    """The fixed-width table of one benchmark, with its notes and targets."""
-    label_w = max([len(r.label) for r in result.rows] + [24])
-    lines = [
-        f"== {result.name}: {result.title}  ({result.elapsed:.1f} s)",
-        f"{'figure':<{label_w}}  {'n':>9}  {'trio_relay':>12}  {'baseline':>12}  "
-        f"{'ratio':>7}  better",
-        "-" * (label_w + 60),
-    ]
+def rows_table(result: Result) -> Table:
+    """``result.rows`` as a table: each figure for trio_relay and the client in the
+    other column, and trio_relay's as a multiple of it."""
+    rows = []
     for row in result.rows:
-        trio = row.text_trio if row.text_trio is not None else _fmt(row.trio, row.unit)
-        base = row.text_base if row.text_base is not None else _fmt(row.base, row.unit)
-        ratio = _fmt_ratio(row.ratio) if row.better else "-"
-        lines.append(
-            f"{row.label:<{label_w}}  {_n(row):>9}  {trio:>12}  {base:>12}  "
-            f"{ratio:>7}  {row.better}"
-        )
-    lines.append("ratio = trio_relay / baseline; n = samples (trio_relay/baseline if unequal)")
-    for note in result.notes:
-        lines.append(f"note: {note}")
+        trio = row.text_trio if row.text_trio is not None else fmt(row.trio, row.unit)
+        base = row.text_base if row.text_base is not None else fmt(row.base, row.unit)
+        label = row.label + (" (higher is better)" if row.better == "higher" else "")
+        rows.append([label, _n(row), trio, base, fmt_ratio(row.ratio) if row.better else "-"])
+    return Table(
+        f"{result.name}: {result.title} ({result.elapsed:.0f} s)",
+        ["figure", "n", "trio_relay", "other", "ratio"],
+        rows,
+        [
+            "other: the asyncio baseline, or the client the figure names ('vs ...'); "
+            "ratio: trio_relay's figure as a multiple of the other's, lower is better "
+            "unless marked; n: samples (trio_relay/other where they differ)"
+        ],
+    )
+
+
+def table_text(table: Table, width: int = WIDTH) -> str:
+    """``table`` as plain text (no colour, no control codes), at most ``width`` wide."""
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer, width=width, color_system=None, highlight=False, emoji=False,
+        markup=False, soft_wrap=False,
+    )  # fmt: skip
+    rich_table = RichTable(
+        title=table.title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        show_edge=False, title_style="", header_style="",
+    )  # fmt: skip
+    for i, column in enumerate(table.columns):
+        rich_table.add_column(column, justify="left" if i == 0 else "right", overflow="fold")
+    for row in table.rows:
+        rich_table.add_row(*row)
+    console.print(rich_table)
+    for note in table.notes:
+        console.print(note)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().rstrip().splitlines())
+
+
+def render(result: Result, *, check: bool = False) -> str:
+    """One benchmark's tables and notes; with ``check``, its targets and verdicts."""
+    parts = [table_text(t) for t in result.tables]
+    if result.rows:
+        parts.append(table_text(rows_table(result)))
+    lines = ["\n\n".join(parts)]
+    lines += [wrap(f"note: {note}") for note in result.notes]
+    if check:
+        lines += target_lines(result)
+    return "\n".join(lines)
+
+
+def target_lines(result: Result) -> list[str]:
+    out = []
     for target in result.targets:
         mark = "MET   " if target.met else "MISSED"
         line = f"target {mark} {target.text}: {target.measured}"
         if target.note:
             line += f" ({target.note})"
-        lines.append(line)
-    return "\n".join(lines)
+        out.append(wrap(line))
+    return out
+
+
+def wrap(text: str, width: int = WIDTH, indent: str = "  ") -> str:
+    """A paragraph wrapped to ``width``, its continuation lines indented."""
+    return textwrap.fill(
+        text, width, subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    )
 
 
 def targets_markdown(results: list[Result], info: dict[str, Any], mode: str) -> str:
-    """Every target of the run as a Markdown table (for RESULTS.md and the README):
-    the target, the figure measured beside it, and whether it was met."""
+    """Every target of the run as a Markdown table: the target, the figure measured
+    beside it, and whether it was met."""
     lines = [
         f"Measured {info['date']}, mode `{mode}`, {info['cpu_count']} CPUs "
         f"({info['cpu_model']}), {info['python']}.",
@@ -218,47 +303,85 @@ def targets_markdown(results: list[Result], info: dict[str, Any], mode: str) -> 
 
 
 class Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+    """The progress of a run, phase by phase: on a terminal a bar per phase (rich), with
+    its own count, elapsed time and estimate; elsewhere one plain line as each phase
+    starts. Nothing is drawn between two calls (no refresh thread: its wake-ups would
+    land inside the timed figures), so a benchmark advances it at least every second or
+    so, and `tick` redraws during a long wait that is not timed."""
 
-    WIDTH = 30
+    REDRAW = 0.1
+    """Seconds between two redraws at most."""
 
     def __init__(self, stream: TextIO | None = None, enabled: bool | None = None) -> None:
-        self._stream = stream if stream is not None else sys.stderr
-        self.enabled = self._stream.isatty() if enabled is None else enabled
-        self._label = ""
-        self._total = 0
-        self._done = 0
-        self._started = 0.0
+        self._stream = stream if stream is not None else sys.stdout
+        self.enabled = enabled if enabled is not None else True
+        self.live = self.enabled and self._stream.isatty()
+        self._bars: Any = None
+        self._task: Any = None
+        self._phase = 0
+        self._begun = time.monotonic()
         self._drawn = 0.0
 
     def start(self, label: str, total: int) -> None:
-        self._label, self._total, self._done = label, max(total, 1), 0
-        self._started = time.monotonic()
+        """A new phase of ``total`` steps (the one before it, if any, is done)."""
+        if not self.enabled:
+            return
+        self.finish()
+        self._phase += 1
+        if not self.live:
+            elapsed = int(time.monotonic() - self._begun)
+            self._stream.write(f"[{elapsed // 60}:{elapsed % 60:02d}] {label} ({total} steps)\n")
+            self._stream.flush()
+            return
+        if self._bars is None:
+            console = Console(file=self._stream, width=min(WIDTH, _columns(self._stream)))
+            self._bars = bars.Progress(
+                bars.TextColumn("{task.description}"), bars.BarColumn(bar_width=30),
+                bars.MofNCompleteColumn(), bars.TimeElapsedColumn(),
+                bars.TimeRemainingColumn(), console=console, auto_refresh=False,
+                transient=True,
+            )  # fmt: skip
+            self._bars.start()
+        self._task = self._bars.add_task(label[:40], total=max(total, 1))
         self._draw(force=True)
 
     def advance(self, steps: int = 1) -> None:
-        self._done = min(self._done + steps, self._total)
-        self._draw()
+        if self._task is not None:
+            self._bars.advance(self._task, steps)
+            self._draw()
+
+    def tick(self) -> None:
+        """Redraw (the elapsed time moves) without a step done."""
+        if self._task is not None:
+            self._draw()
 
     def finish(self) -> None:
-        if self.enabled:
-            self._stream.write("\r" + " " * (self.WIDTH + 50) + "\r")
-            self._stream.flush()
+        """The phase under way is done."""
+        if self._task is not None:
+            task = self._bars.tasks[-1]
+            self._bars.update(self._task, completed=task.total)
+            self._draw(force=True)
+            self._task = None
+
+    def close(self) -> None:
+        """The run is over: the bars are cleared."""
+        self.finish()
+        if self._bars is not None:
+            self._bars.stop()
+            self._bars = None
 
     def _draw(self, force: bool = False) -> None:
-        if not self.enabled:
-            return
         now = time.monotonic()
-        if not force and now - self._drawn < 0.05 and self._done < self._total:
-            return
-        self._drawn = now
-        filled = self.WIDTH * self._done // self._total
-        bar = "#" * filled + "." * (self.WIDTH - filled)
-        self._stream.write(
-            f"\r{self._label[:16]:<16} [{bar}] {self._done}/{self._total} "
-            f"{now - self._started:5.1f} s"
-        )
-        self._stream.flush()
+        if force or now - self._drawn >= self.REDRAW:
+            self._drawn = now
+            self._bars.refresh()
+
+
+def _columns(stream: TextIO) -> int:
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return WIDTH
 
 
 # --- machine, JSON, plot ---------------------------------------------------------------
@@ -331,42 +454,78 @@ class PlotUnavailable(RuntimeError):
     pass
 
 
+PLOT_EXTRA = "pip install -e '.[bench]'"
+
+
+def plots_available() -> bool:
+    """Whether matplotlib (the ``bench`` extra) is installed."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def require_matplotlib() -> None:
-    """Fail early, before minutes of benchmarking, when ``--plot`` cannot work."""
-    try:
-        importlib.import_module("matplotlib")
-    except ImportError:
+    """Fail early, before minutes of benchmarking, when plots were asked for and
+    cannot be drawn."""
+    if not plots_available():
         raise PlotUnavailable(
-            "--plot needs matplotlib, which is not installed; install the optional extra: "
-            "pip install 'trio_relay[plot]'"
-        ) from None
+            f"plots need matplotlib, which is not installed; install the bench extra "
+            f"({PLOT_EXTRA}), or pass --no-plot"
+        )
 
 
-def write_plot(path: str, results: list[Result]) -> bool:
-    """A latency CDF per benchmark that has latency samples; false if none had any."""
+def write_plots(
+    directory: str, results: list[Result], machine: str = "", image_format: str = "svg"
+) -> list[str]:
+    """Every result's latency CDF (``{name}-cdf.svg``) and its other plots
+    (``{plot.name}.svg``) into ``directory`` (made if missing); the paths written.
+    ``machine``, when given, is printed small under each title."""
     require_matplotlib()
     matplotlib = importlib.import_module("matplotlib")
     matplotlib.use("Agg")
+    # SVG text stays text, and the file is the same for the same figures (no date, fixed
+    # ids), so a committed plot changes only when its figures do.
+    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "trio_relay"})
     plt = importlib.import_module("matplotlib.pyplot")
+    os.makedirs(directory, exist_ok=True)
+    written = []
+    for result in results:
+        if any(result.cdf.values()):
+            fig, ax = plt.subplots(figsize=(8, 4.5))
+            for name, samples in result.cdf.items():
+                ordered = sorted(s for s in samples if s > 0)
+                if ordered:
+                    ys = [(i + 1) / len(ordered) for i in range(len(ordered))]
+                    ax.step(ordered, ys, where="post", label=f"{name} (n={len(ordered)})")
+            ax.set_xscale("log")
+            ax.set_xlabel("milliseconds (log scale)")
+            ax.set_ylabel("fraction of samples at or below")
+            path = os.path.join(directory, f"{result.name}-cdf.{image_format}")
+            written.append(_save(fig, ax, f"{result.name}: {result.title}", machine, path))
+        for plot in result.plots:
+            fig, ax = plt.subplots(figsize=(8, 4.5))
+            for name, points in plot.series.items():
+                if points:
+                    ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=name)
+            if plot.xlog:
+                ax.set_xscale("log")
+                ticks = sorted({x for points in plot.series.values() for x, _ in points})
+                ax.set_xticks(ticks, [f"{x:g}" for x in ticks])
+            if plot.ylog:
+                ax.set_yscale("log")
+            else:
+                ax.set_ylim(bottom=0)
+            ax.set_xlabel(plot.xlabel)
+            ax.set_ylabel(plot.ylabel)
+            path = os.path.join(directory, f"{plot.name}.{image_format}")
+            written.append(_save(fig, ax, plot.title, machine, path))
+    return written
 
-    with_cdf = [r for r in results if r.cdf]
-    if not with_cdf:
-        return False
-    fig, axes = plt.subplots(len(with_cdf), 1, figsize=(8, 4 * len(with_cdf)), squeeze=False)
-    for ax, result in zip(axes[:, 0], with_cdf, strict=True):
-        for name, samples in result.cdf.items():
-            ordered = sorted(s for s in samples if s > 0)
-            if not ordered:
-                continue
-            ys = [(i + 1) / len(ordered) for i in range(len(ordered))]
-            ax.step(ordered, ys, where="post", label=f"{name} (n={len(ordered)})")
-        ax.set_xscale("log")
-        ax.set_xlabel("latency (ms, log scale)")
-        ax.set_ylabel("fraction of samples")
-        ax.set_title(f"{result.name}: {result.title}")
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize="small")
+
+def _save(fig: Any, ax: Any, title: str, machine: str, path: str) -> str:
+    ax.set_title(title + (f"\n{machine}" if machine else ""), fontsize="medium")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+    fig.savefig(path, metadata={"Date": None})
+    fig.clear()
+    importlib.import_module("matplotlib.pyplot").close(fig)
+    return path

@@ -13,7 +13,16 @@ answers, as cheaply as this machine allows:
 
 Per ``hello`` it sends a descriptor, per ``outbound`` an ``outbound_result``
 (``{"success": true}``), per ``going_idle`` a ``going_idle_ack``; everything else is
-ignored. It runs in a process of its own, started like the reference one::
+ignored.
+
+**Lockstep** (``bench cost``, ``cost.py``): a connection upgraded on a path under
+``/cost/`` answers in batches of a fixed size rather than per read, so the client under
+count sees the same messages whatever the two processes' timing: an ``outbound`` whose
+``action.chat_id`` is ``cost:batch=K`` is answered at once and makes every later batch
+``K`` results in one message, written once the ``K``-th request arrived (1 until then);
+one whose chat is ``cost:reset`` is answered by a TCP reset (SO_LINGER 0).
+
+It runs in a process of its own, started like the reference one::
 
     python -m trio_relay_benchmarks.fast_connector --control PATH [--host H] [--cpu N]
 
@@ -28,6 +37,7 @@ import asyncio
 import json
 import os
 import socket
+import struct
 import sys
 import time
 from typing import Any, cast
@@ -50,6 +60,10 @@ _DESCRIPTOR_FIELDS: dict[str, Any] = {
     "len_unit": "chars",
 }
 _SUCCESS = ',"result":{"success":true}}\n'
+LOCKSTEP_PATH = "/cost/"
+"""Upgrade paths under this one get the lockstep answers (module docstring)."""
+BATCH_COMMAND = "cost:batch="
+RESET_COMMAND = "cost:reset"
 
 
 def _descriptor_line(platform: str) -> str:
@@ -74,6 +88,11 @@ class _Session(asyncio.Protocol):
         self._upgraded = False
         self._fragments: list[bytes | bytearray | memoryview] = []
         self._partial = ""
+        self._lockstep = False
+        self._batch = 1
+        self._held: list[str] = []
+        """Lockstep: results written once the batch is full."""
+        self._reset = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
@@ -94,6 +113,7 @@ class _Session(asyncio.Protocol):
         for event in ws.events_received():
             if isinstance(event, Request):
                 ws.send_response(ws.accept(event))
+                self._lockstep = event.path.startswith(LOCKSTEP_PATH)
                 self._upgraded = True
                 self._stats.sessions += 1
                 self._stats.open += 1
@@ -101,6 +121,9 @@ class _Session(asyncio.Protocol):
                 self._frame(event, replies)
         if replies:
             ws.send_text("".join(replies).encode())
+        if self._reset:
+            self._abort()
+            return
         self._flush()
 
     def eof_received(self) -> bool | None:
@@ -131,11 +154,39 @@ class _Session(asyncio.Protocol):
             if kind == "outbound":
                 self._stats.outbound += 1
                 request_id = json.dumps(str(frame.get("requestId")))
-                replies.append('{"type":"outbound_result","requestId":' + request_id + _SUCCESS)
+                reply = '{"type":"outbound_result","requestId":' + request_id + _SUCCESS
+                if self._lockstep:
+                    self._step(frame, reply, replies)
+                else:
+                    replies.append(reply)
             elif kind == "hello":
                 replies.append(_descriptor_line(str(frame.get("platform", ""))))
             elif kind == "going_idle":
                 replies.append('{"type":"going_idle_ack"}\n')
+
+    def _step(self, frame: dict[str, Any], reply: str, replies: list[str]) -> None:
+        action = frame.get("action")
+        chat = action.get("chat_id") if isinstance(action, dict) else None
+        if isinstance(chat, str) and chat.startswith("cost:"):
+            if chat == RESET_COMMAND:
+                self._reset = True
+            elif chat.startswith(BATCH_COMMAND):
+                self._batch = max(1, int(chat.removeprefix(BATCH_COMMAND)))
+                replies.append(reply)
+            return
+        self._held.append(reply)
+        if len(self._held) >= self._batch:
+            replies.extend(self._held)
+            self._held.clear()
+
+    def _abort(self) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
 
     def _flush(self) -> None:
         transport = self._transport

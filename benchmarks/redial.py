@@ -81,7 +81,7 @@ async def _kill(ctl: Control, kind: str) -> float:
     return float(reply["t"])
 
 
-def _drops(
+def timed_drops(
     ctx: Context, backend: Backend, policy: str, proc: Any, kinds: list[str]
 ) -> list[tuple[str, float]]:
     async def body(client: Client, ctl: Control) -> list[tuple[str, float]]:
@@ -112,7 +112,7 @@ def _restart(ctx: Context, backend: Backend, policy: str, proc: Any) -> float:
     return session(backend, proc, POLICIES[policy][backend.name], body)
 
 
-def _split(total: int, parts: int) -> list[int]:
+def split_evenly(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
@@ -136,7 +136,7 @@ def run(ctx: Context) -> Result:
         (FLOOR_BACKEND.name, ZERO): n,
         ("baseline", "default"): n_base_default,
     }
-    share = {key: _split(total, rounds) for key, total in plan.items()}
+    share = {key: split_evenly(total, rounds) for key, total in plan.items()}
     samples: dict[tuple[str, str], list[tuple[str, float]]] = {key: [] for key in plan}
     restart_samples: dict[tuple[str, str], list[float]] = {
         (b.name, p): [] for b in (TRIO_RELAY, BASELINE) for p in POLICIES
@@ -167,7 +167,7 @@ def run(ctx: Context) -> Result:
                     done = len(samples[key])
                     kinds = [KINDS[(done + i) % len(KINDS)] for i in range(share[key][r])]
                     if kinds:
-                        drops = _drops(ctx, backend, policy, proc, kinds)
+                        drops = timed_drops(ctx, backend, policy, proc, kinds)
                         samples[key] += drops
                         if previous is not None:  # the first session follows nothing
                             after[key][previous == backend.name] += [ms for _, ms in drops]

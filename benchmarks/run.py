@@ -1,4 +1,4 @@
-"""Run benchmarks by name and report them; ``trio-relay bench`` calls :func:`run_benchmarks`.
+"""Run benchmarks by name and report them; ``trio-relay bench`` calls `run_benchmarks`.
 
 Each benchmark module has ``run(ctx) -> Result``. The connector always runs in a process
 of its own, so it never shares an event loop (or the GIL) with the client under test.
@@ -22,20 +22,27 @@ from typing import TextIO
 
 from ._context import Context, plan_cpus
 from ._report import (
+    PLOT_EXTRA,
     Progress,
     Result,
     machine_info,
     machine_line,
+    plots_available,
     render,
     require_matplotlib,
     targets_markdown,
+    wrap,
     write_json,
-    write_plot,
+    write_plots,
 )
 
-__all__ = ["BENCHMARKS", "DEFAULT", "run_benchmarks"]
+__all__ = ["ALL", "BENCHMARKS", "DEFAULT", "PLOT_DIR", "run_benchmarks"]
 
 BENCHMARKS: dict[str, str] = {
+    "compare": "trio_relay beside the asyncio design and minimal Trio clients: redial, "
+    "CPU per request at 1/16/256 in flight (about 2 minutes)",
+    "cost": "counted, not timed: instructions per request and per redial (callgrind), "
+    "bytes per idle relay (tracemalloc); needs valgrind",
     "redial": "dropped connection -> successful request (4 kinds; a healthy link's first "
     "and second drop; a connector restart)",
     "redial_steps": "zero-backoff redial after a reset, step by step (where the time goes)",
@@ -46,7 +53,11 @@ BENCHMARKS: dict[str, str] = {
     "inbound": "events/s through decode + dedupe + handler + ack",
     "memory": "500 idle relays in one process: RSS per relay",
 }
-DEFAULT = "redial"
+DEFAULT = "compare"
+PLOT_DIR = "bench-plots"
+"""Where the plots go unless ``--plot DIR`` says otherwise (relative to the current directory)."""
+ALL = [name for name in BENCHMARKS if name != "cost"]
+"""``bench all``: every timed benchmark (``cost`` needs valgrind, and runs on its own)."""
 
 Runner = Callable[[Context], Result]
 
@@ -69,18 +80,23 @@ def run_benchmarks(
     mode: str = "default",
     n: int | None = None,
     json_path: str | None = None,
-    plot_path: str | None = None,
+    plot_dir: str | None = None,
+    plot_required: bool = False,
     markdown_path: str | None = None,
     pin: bool = False,
+    check: bool = False,
     out: TextIO | None = None,
     progress: Progress | None = None,
 ) -> list[Result]:
-    """Run ``names`` in order, printing each table as it completes; returns the results."""
+    """Run ``names`` in order, printing each one's tables as it completes; returns the
+    results. ``plot_dir``: write the plots there (when matplotlib is installed; with
+    ``plot_required``, fail at once when it is not). ``check``: print every target with
+    its verdict (the caller decides the exit status from ``Target.met``)."""
     out = out if out is not None else sys.stdout
     unknown = [name for name in names if name not in BENCHMARKS]
     if unknown:
         raise ValueError(f"unknown benchmark {unknown[0]!r}; choose from {', '.join(BENCHMARKS)}")
-    if plot_path is not None:
+    if plot_dir is not None and plot_required:
         require_matplotlib()
     # The faults are on purpose: quiet their logs for the run, and restore the levels
     # after (tests call this in-process, and later tests read those loggers).
@@ -114,20 +130,17 @@ def run_benchmarks(
     frozen = gc.get_freeze_count()
     load_start = _load()
     try:
-        print(machine_line(info), file=out)
-        print(
-            f"load average at start: {load_start} (other processes compete for the CPUs "
-            "and show up in every figure)",
-            file=out,
+        print(wrap(machine_line(info)), file=out)
+        pinning = (
+            f"connector on CPU {connector_cpu}, client on {client_cpus}"
+            if client_cpus is not None
+            else "none (--pin to pin)"
         )
-        if client_cpus is not None:
-            print(f"pinning: connector on CPU {connector_cpu}, client on {client_cpus}", file=out)
-        else:
-            print("pinning: none (the OS schedules both processes; --pin to pin)", file=out)
-        print(f"mode: {mode}" + (f", n={n}" if n is not None else ""), file=out)
         print(
-            f"gc: the {frozen:,} objects alive after the imports frozen (gc.freeze), out of "
-            "every collection's scan; the run's own objects are collected as usual",
+            wrap(
+                f"load average {load_start}; pinning: {pinning}; mode: {mode}"
+                + (f", n={n}" if n is not None else "")
+            ),
             file=out,
         )
         for name in names:
@@ -135,8 +148,10 @@ def run_benchmarks(
             result = runners[name](ctx)
             result.elapsed = time.monotonic() - started
             results.append(result)
-            print("\n" + render(result), file=out, flush=True)
+            ctx.progress.close()
+            print("\n" + render(result, check=check), file=out, flush=True)
     finally:
+        ctx.progress.close()
         gc.unfreeze()
         if original is not None:
             os.sched_setaffinity(0, original)
@@ -162,9 +177,15 @@ def run_benchmarks(
         with open(markdown_path, "w") as f:
             f.write(targets_markdown(results, info, mode))
         print(f"wrote {markdown_path}", file=out)
-    if plot_path is not None:
-        if write_plot(plot_path, results):
-            print(f"wrote {plot_path}", file=out)
+    if plot_dir is not None:
+        if not plots_available():
+            print(f"no plots: matplotlib is not installed ({PLOT_EXTRA})", file=out)
         else:
-            print(f"no latency samples to plot; {plot_path} not written", file=out)
+            written = write_plots(plot_dir, results, _plot_caption(info))
+            if written:
+                print(wrap("plots: " + ", ".join(written)), file=out)
     return results
+
+
+def _plot_caption(info: dict[str, object]) -> str:
+    return f"{info['date']}, {info['cpu_count']} CPUs ({info['cpu_model']}), {info['python']}"

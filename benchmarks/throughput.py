@@ -43,7 +43,7 @@ from ._report import Result, Row, Target, median, percentile, thin
 from .floor_client import FLOOR_BACKEND
 from .peers import PEER_BACKENDS
 
-__all__ = ["CASES", "Case", "run"]
+__all__ = ["CASES", "Case", "Window", "run", "timed_window"]
 
 BIG_CONTENT = 10 * 1024
 
@@ -89,7 +89,7 @@ class Window:
     """Garbage-collector runs (any generation) in this process during the window."""
 
 
-def _window(
+def timed_window(
     ctx: Context,
     backend: Backend,
     proc: ConnectorProcess,
@@ -179,7 +179,7 @@ def run(ctx: Context) -> Result:
             for case in CASES:
                 for backend in _order(r):
                     windows[(backend.name, case.label)].append(
-                        _window(ctx, backend, proc, case, warmup, seconds)
+                        timed_window(ctx, backend, proc, case, warmup, seconds)
                     )
     ctx.progress.finish()
     result = Result("throughput", "C concurrent requesters on one connection, fast connector")

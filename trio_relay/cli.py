@@ -3,16 +3,16 @@
 ::
 
     trio-relay --version
-    trio-relay bench [NAME|all] [--quick] [-n N] [--json PATH] [--plot PATH.png]
-                     [--markdown PATH.md]
+    trio-relay bench [NAME|all] [--quick] [-n N] [--check] [--json PATH]
+                     [--plot DIR | --no-plot] [--markdown PATH.md] [--update-reference]
     trio-relay connector [--host HOST] [--port PORT] [--gateway-id ID] [--secret S]
                          [--no-auth] [--script FILE [--timeout SECONDS]] [--quiet]
     trio-relay probe URL [--gateway-id ID] [--secret S] [--timeout SECONDS]
 
 ``bench`` and ``soak`` run the benchmarks of a source checkout (its ``benchmarks/``
 directory, next to the ``trio_relay`` package: they are not part of the wheel) and need
-the reference connector's ``testing`` extra; ``--plot`` needs the ``plot`` extra
-(matplotlib). ``probe`` prints no secret, ever; it reads the
+the ``bench`` extra (the reference connector; matplotlib for the plots, written by
+default; ``bench cost`` needs valgrind). ``probe`` prints no secret, ever; it reads the
 secret from ``--secret`` or, better (command lines are visible to other users), from the
 ``TRIO_RELAY_SECRET`` environment variable. ``connector`` prints every frame and reads
 user messages from standard input (``C1> hello``); ``--script FILE`` replays a
@@ -105,25 +105,53 @@ def _bench(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    names = list(run.BENCHMARKS) if args.name == "all" else [args.name]
+    # --check alone evaluates the counted targets (`cost`): timed figures on a shared
+    # machine move too much to hold a target to.
+    name = args.name if args.name is not None else "cost" if args.check else run.DEFAULT
+    names = list(run.ALL) if name == "all" else [name]
+    if args.update_reference and names != ["cost"]:
+        print("trio-relay bench: --update-reference goes with `bench cost`", file=sys.stderr)
+        return 2
     mode = "tiny" if args.tiny else "quick" if args.quick else "default"
+    if args.update_reference:
+        return _update_cost_reference()
     try:
-        run.run_benchmarks(
+        results = run.run_benchmarks(
             names,
             mode=mode,
             n=args.n,
             json_path=args.json,
-            plot_path=args.plot,
+            plot_dir=None if args.no_plot else args.plot or run.PLOT_DIR,
+            plot_required=args.plot is not None,
             markdown_path=args.markdown,
             pin=args.pin,
+            check=args.check,
         )
     except Exception as exc:
-        if type(exc).__name__ == "PlotUnavailable":
+        if type(exc).__name__ in ("PlotUnavailable", "CostUnavailable"):
             print(f"trio-relay bench: {exc}", file=sys.stderr)
             return 2
         traceback.print_exc()
         print(f"trio-relay bench: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    if args.check:
+        missed = [t for r in results for t in r.targets if not t.met]
+        total = sum(len(r.targets) for r in results)
+        print(f"\ncheck: {total - len(missed)} of {total} targets met")
+        return 1 if missed else 0
+    return 0
+
+
+def _update_cost_reference() -> int:
+    cost = import_benchmarks("cost")
+    reason = cost.valgrind_unavailable()
+    if reason is not None:
+        print(f"trio-relay bench: the counts need valgrind's callgrind: {reason}", file=sys.stderr)
+        return 2
+    print(f"counting trio_relay {cost.REFERENCE_RUNS} times under callgrind (about 2 minutes)")
+    with import_benchmarks("_context").Context().connector(fast=True) as proc:
+        path = cost.write_reference(proc.url)
+    print(f"wrote {path}: commit it, and say in the message why the counts moved")
     return 0
 
 
@@ -308,7 +336,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     benchmarks: dict[str, str] = {}
-    default = "redial"
+    default = "compare"
     try:
         run = import_benchmarks("run")
         benchmarks, default = dict(run.BENCHMARKS), str(run.DEFAULT)
@@ -317,11 +345,11 @@ def _parser() -> argparse.ArgumentParser:
     listing = "\n".join(f"  {name:<11} {text}" for name, text in benchmarks.items())
     bench = sub.add_parser(
         "bench",
-        help="run benchmarks (trio_relay vs the asyncio baseline)",
-        description="Run benchmarks: trio_relay against an asyncio baseline of the design "
-        "it replaces, with the reference connector in a separate process. Prints a table "
-        "per benchmark with the ratio trio_relay/baseline.",
-        epilog=f"benchmarks:\n{listing}\n  all         every one of them, in this order"
+        help="benchmarks: trio_relay beside the asyncio design and minimal Trio clients",
+        description="Run benchmarks: trio_relay beside the asyncio design it replaces and "
+        "the minimal Trio clients you would otherwise write, with the connector in a "
+        "process of its own. Prints a summary first, details after, and writes plots.",
+        epilog=f"benchmarks:\n{listing}\n  all         every one but cost, in this order"
         if listing
         else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -329,9 +357,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "name",
         nargs="?",
-        default=default,
         choices=[*benchmarks, "all"] if benchmarks else None,
-        help=f"which benchmark (default: {default})",
+        default=None,
+        help=f"which benchmark (default: {default}; with --check: cost)",
     )
     bench.add_argument("--quick", action="store_true", help="fewer samples (about 15 s each)")
     bench.add_argument(
@@ -343,7 +371,25 @@ def _parser() -> argparse.ArgumentParser:
         "throughput: rounds; inbound: events; memory: relays)",
     )
     bench.add_argument("--json", metavar="PATH", help="write machine-readable results here")
-    bench.add_argument("--plot", metavar="PATH.png", help="write a latency CDF (needs matplotlib)")
+    bench.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="write the plots (SVG) here (default: ./bench-plots; needs matplotlib, in the "
+        "bench extra)",
+    )
+    bench.add_argument("--no-plot", action="store_true", help="write no plots")
+    bench.add_argument(
+        "--check",
+        action="store_true",
+        help="developers: print every target with its verdict, exit 1 if one is missed "
+        "(without NAME: the counted targets of `cost`)",
+    )
+    bench.add_argument(
+        "--update-reference",
+        action="store_true",
+        help="with `cost`: make this run's counts the reference the CI test holds the "
+        "library to (benchmarks/cost_reference.json)",
+    )
     bench.add_argument(
         "--markdown", metavar="PATH.md", help="write every target beside its figure, as Markdown"
     )

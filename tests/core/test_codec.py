@@ -16,6 +16,7 @@ from trio_relay._core.codec import (
 from trio_relay._core.frames import (
     CONNECTOR_FRAMES,
     GATEWAY_FRAMES,
+    DescriptorFrame,
     Frame,
     GoingIdleAck,
     Hello,
@@ -312,3 +313,16 @@ def test_only_one_rejection_per_oversized_line() -> None:
     d.feed("q" * (LIMIT * 3))
     out = d.feed("q\n\n\n")
     assert [type(x) for x in out] == [RejectedFrame]
+
+
+def test_a_descriptor_frame_keeps_the_line_it_was_read_from() -> None:
+    """The protocol decodes a descriptor once a process by this line (a connector sends
+    the same one on every connection): a frame without it would be decoded anew."""
+    line = b'{"type":"descriptor","descriptor":{"platform":"slack","contract_version":1}}'
+    d = decoder()
+    assert d.feed(line[:30]) == []
+    [frame] = d.feed(line[30:] + b"\n")
+    assert isinstance(frame, DescriptorFrame)
+    assert frame.line == line
+    assert frame.descriptor == {"platform": "slack", "contract_version": 1}
+    assert frame == DescriptorFrame(frame.descriptor)  # the line is not part of the frame

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import pickle
 from typing import Any
 
@@ -15,6 +16,7 @@ from trio_relay._core.descriptor import (
     LEGACY_OPS,
     SHARED_DESCRIPTORS,
     Descriptor,
+    decoded,
     shared,
 )
 from trio_relay._core.frames import FrameError
@@ -346,3 +348,24 @@ def test_stream_is_message(
     descriptor = Descriptor.from_wire(wire)
     assert descriptor.draft_stream_is_message is field
     assert descriptor.stream_is_message is is_message
+
+
+def test_decoded_keeps_a_descriptor_by_the_line_it_came_in() -> None:
+    line = json.dumps({**FULL, "label": "kept by line"}).encode()
+    first = decoded(json.loads(line), line)
+    assert first.label == "kept by line"
+    assert decoded(json.loads(line), line) is first  # decoded once a process
+    # Equal as Python values (1 == True) but another wire, and another descriptor:
+    # keyed by the line's bytes, not by equality.
+    ones = {**FULL, "label": "kept by line", "supports_edit": 1}
+    other = decoded(ones, json.dumps(ones).encode())
+    assert other is not first and first.supports_edit and not other.supports_edit
+    # Without a line (a frame made in code): decoded every time, then shared.
+    assert decoded(json.loads(line)) == first
+
+
+def test_decoded_keeps_nothing_of_a_bad_descriptor() -> None:
+    line = b'{"platform": "", "contract_version": 1}'
+    for _ in range(2):
+        with pytest.raises(FrameError):
+            decoded(json.loads(line), line)

@@ -15,6 +15,7 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -37,34 +38,45 @@ from trio_relay_benchmarks._report import (
 from trio_relay_benchmarks.baseline import BaselineConfig, BaselineRelay
 from trio_relay_benchmarks.inflight import floor_verdict, spread_verdict
 from trio_relay_benchmarks.redial import redial_floor_verdict
-from trio_relay_benchmarks.run import BENCHMARKS, run_benchmarks
+from trio_relay_benchmarks.run import ALL, run_benchmarks
 
 from trio_relay.testing import netns
 
 REQUIRE_NETNS_ENV = "TRIO_RELAY_REQUIRE_NETNS"
 
 
-@pytest.mark.parametrize("name", list(BENCHMARKS))
+WIDTH = 100
+"""What every line a benchmark prints fits in."""
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
     out = io.StringIO()
     json_path = tmp_path / f"{name}.json"
     [result] = run_benchmarks([name], mode="quick", json_path=str(json_path), pin=False, out=out)
 
     assert result.name == name
-    assert result.rows, "a benchmark must report figures"
+    assert result.rows or result.tables, "a benchmark must report figures"
     for row in result.rows:
         # Every figure was measured for both implementations (or explained in words).
         assert row.trio is not None or row.text_trio is not None, row
         assert row.base is not None or row.text_base is not None, row
+    for table in result.tables:
+        for cells in table.rows:
+            assert len(cells) == len(table.columns) and "-" not in cells, cells
     text = out.getvalue()
-    assert f"== {name}:" in text and "trio_relay" in text and "baseline" in text
-    assert "machine:" in text
+    assert f"{name}:" in text or result.tables, text
+    assert "trio_relay" in text and "machine:" in text
+    too_wide = [line for line in text.splitlines() if len(line) > WIDTH]
+    assert not too_wide, too_wide
+    # Targets are the developers' (--check); a plain run gives no verdicts.
+    assert "MISSED" not in text and "target MET" not in text
 
     document = json.loads(json_path.read_text())
     assert document["machine"]["python"] and document["machine"]["cpu_count"]
     assert document["machine"]["versions"]["trio"]
     assert document["run"]["mode"] == "quick"
-    assert document["benchmarks"][name]["rows"]
+    assert document["benchmarks"][name]["rows"] or document["benchmarks"][name]["tables"]
     assert document["benchmarks"][name]["configs"]
 
     if name == "inflight":
@@ -79,6 +91,21 @@ def test_every_benchmark_runs(name: str, tmp_path: Path) -> None:
         spreads = [t for t in result.targets if "spread of the rounds" in t.text]
         assert len(spreads) == 2
         assert all("the machine itself (a fixed Python loop)" in t.measured for t in spreads)
+
+    if name == "compare":
+        # The summary first: trio_relay beside the three other clients, in at most a
+        # dozen rows, redial and CPU per request at 1, 16 and 256 in flight.
+        summary = result.tables[0]
+        assert summary.columns[1:] == ["trio_relay", "asyncio design", "websockets.trio",
+                                       "wsproto"]  # fmt: skip
+        assert len(summary.rows) <= 12
+        labels = [cells[0] for cells in summary.rows]
+        assert any("redial p50, own policy" in label for label in labels)
+        assert any("redial p50, zero backoff" in label for label in labels)
+        for k in (1, 16, 256):
+            assert any(f"CPU/request, {k} in flight" in label for label in labels), labels
+        assert text.index(summary.title) < text.index("Details")
+        assert "What it means:" in text
 
     if name == "redial":
         # Every zero-backoff drop (the first session of all is a default-policy one) is
@@ -106,13 +133,47 @@ def test_command_line_bench(tmp_path: Path) -> None:
     json_path = tmp_path / "out.json"
     done = subprocess.run(
         [sys.executable, "-m", "trio_relay.cli", "bench", "inbound", "--tiny", "--pin",
-         "--json", str(json_path)],
+         "--json", str(json_path), "--no-plot"],
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "== inbound:" in done.stdout
-    assert "\r" not in done.stderr, "no progress bar when stderr is not a terminal"
+    assert "inbound:" in done.stdout
+    # Piped: a plain line as each phase starts, no bar redrawn in place.
+    assert "\r" not in done.stdout + done.stderr
+    assert re.search(r"^\[\d+:\d\d\] inbound \(\d+ steps\)$", done.stdout, re.M), done.stdout
     assert json.loads(json_path.read_text())["benchmarks"]["inbound"]
+    assert not (tmp_path / "bench-plots").exists()
+
+
+def test_default_bench_writes_its_plots_where_it_says(tmp_path: Path) -> None:
+    """The default run, as a user starts it, writes the redial CDF and the CPU per
+    request plot by default, into a directory it names at the end."""
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_relay.cli", "bench", "--tiny"],
+        capture_output=True, text=True, timeout=180, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("plots: "), last
+    written = sorted(p.name for p in (tmp_path / "bench-plots").iterdir())
+    assert written == ["compare-cdf.svg", "cpu-per-request.svg"]
+    for name in written:
+        assert f"bench-plots/{name}" in last
+        svg = (tmp_path / "bench-plots" / name).read_text()
+        assert "<svg" in svg and "trio_relay" in svg
+
+
+def test_check_exits_non_zero_exactly_when_a_target_is_missed() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "trio_relay.cli", "bench", "memory", "--tiny", "--check",
+         "--no-plot"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    verdicts = [line for line in done.stdout.splitlines() if line.startswith("target ")]
+    assert verdicts, done.stdout
+    missed = sum(line.startswith("target MISSED") for line in verdicts)
+    assert f"check: {len(verdicts) - missed} of {len(verdicts)} targets met" in done.stdout
+    assert done.returncode == (1 if missed else 0), done.stderr
 
 
 @pytest.mark.skipif(
@@ -121,12 +182,13 @@ def test_command_line_bench(tmp_path: Path) -> None:
 def test_plot_without_matplotlib_fails_early_and_clearly(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "trio_relay.cli", "bench", "redial", "--tiny",
-         "--plot", str(tmp_path / "cdf.png")],
+         "--plot", str(tmp_path / "plots")],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert done.returncode == 2
-    assert "matplotlib" in done.stderr and "trio_relay[plot]" in done.stderr
-    assert "==" not in done.stdout, "it must fail before running anything"
+    assert "matplotlib" in done.stderr and "[bench]" in done.stderr
+    assert "--no-plot" in done.stderr
+    assert "redial:" not in done.stdout, "it must fail before running anything"
 
 
 def test_unknown_benchmark_is_refused() -> None:
@@ -174,26 +236,28 @@ def test_thin_keeps_the_shape_of_the_cdf() -> None:
     assert thin([3.0, 1.0], keep=10) == [1.0, 3.0]
 
 
-def test_render_shows_ratio_direction_targets_and_notes() -> None:
+def test_render_shows_ratios_notes_and_targets_only_when_checking() -> None:
     result = Result("x", "a title")
     result.rows = [
         Row("latency", "ms", 2.0, 8.0, 10, 5),
         Row("rate", "req/s", 3000.0, 1000.0, 3, 3, better="higher"),
         Row("missing", "s", None, 1.0, 0, 1, text_trio="not seen"),
     ]
-    result.notes = ["a note"]
+    result.notes = ["a note " + "long " * 40]
     result.targets = [Target("fast", "2 ms", True), Target("faster", "2 ms", False, "by 1 ms")]
     text = render(result)
     lines = text.splitlines()
+    assert max(len(line) for line in lines) <= WIDTH
     [latency] = [line for line in lines if line.startswith("latency")]
-    assert "10/5" in latency and "2.00 ms" in latency and "0.25" in latency
-    assert latency.rstrip().endswith("lower")
+    assert "10/5" in latency and "2.00 ms" in latency and latency.rstrip().endswith("0.25x")
     [rate] = [line for line in lines if line.startswith("rate")]
-    assert "3,000 req/s" in rate and "3.00" in rate and rate.rstrip().endswith("higher")
+    assert "(higher is better)" in rate and "3,000 req/s" in rate and "3.00x" in rate
     assert "not seen" in text
     assert "note: a note" in text
-    assert "target MET    fast: 2 ms" in text
-    assert "target MISSED faster: 2 ms (by 1 ms)" in text
+    assert "MET" not in text and "MISSED" not in text
+    checked = render(result, check=True)
+    assert "target MET    fast: 2 ms" in checked
+    assert "target MISSED faster: 2 ms (by 1 ms)" in checked
 
 
 def test_progress_draws_only_when_enabled() -> None:
@@ -203,13 +267,18 @@ def test_progress_draws_only_when_enabled() -> None:
         progress.start("redial", 4)
         for _ in range(4):
             progress.advance()
-        progress.finish()
+        progress.start("throughput", 2)
+        progress.close()
     assert quiet.getvalue() == ""
-    assert "redial" in loud.getvalue() and "4/4" in loud.getvalue()
+    # Not a terminal: one plain line as each phase starts, nothing redrawn in place.
+    lines = loud.getvalue().splitlines()
+    assert [line.split("] ", 1)[1] for line in lines] == ["redial (4 steps)",
+                                                          "throughput (2 steps)"]  # fmt: skip
+    assert "\r" not in loud.getvalue()
 
 
-def test_progress_is_off_for_a_non_terminal() -> None:
-    assert not Progress(io.StringIO()).enabled
+def test_progress_bar_only_on_a_terminal() -> None:
+    assert not Progress(io.StringIO()).live
 
 
 # --- the baseline ----------------------------------------------------------------------

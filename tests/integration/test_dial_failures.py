@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 import socket
 import struct
@@ -25,7 +26,7 @@ from upgrade_support import accept_for, read_head
 
 import trio_relay
 from trio_relay import RelayConfig, State, UpgradeAuth
-from trio_relay.testing import FaultDialer
+from trio_relay.testing import FaultDialer, default_descriptor
 
 Answer = Callable[[trio.SocketStream, bytes], Awaitable[None]]
 
@@ -303,3 +304,89 @@ async def test_compression_is_offered_when_asked(
 def test_authorization_is_not_an_extra_header() -> None:
     with pytest.raises(ValueError, match="Authorization"):
         RelayConfig(extra_headers=(("Authorization", "Bearer x"),))
+
+
+# --- the 101: our own check of a plain one, the library's verdict on every other -------
+
+
+def _answer_101(*headers: bytes, accept: bool = True, pieces: int = 1) -> Answer:
+    """A ``101`` with ``headers`` (and the right ``Sec-WebSocket-Accept`` if ``accept``;
+    :data:`RIGHT_ACCEPT` among ``headers`` is one more), written in ``pieces`` writes;
+    then a descriptor for the hello that follows."""
+
+    async def answer(stream: trio.SocketStream, head: bytes) -> None:
+        right = b"Sec-WebSocket-Accept: " + accept_for(head).encode()
+        lines = [b"HTTP/1.1 101 Switching Protocols"]
+        lines += [right if line is RIGHT_ACCEPT else line for line in headers]
+        if accept:
+            lines.append(right)
+        response = b"\r\n".join(lines) + b"\r\n\r\n"
+        step = -(-len(response) // pieces)
+        for at in range(0, len(response), step):
+            await stream.send_all(response[at : at + step])
+            await trio.sleep(0.01)  # each piece a read of its own
+        await stream.receive_some(65536)  # the hello
+        descriptor = json.dumps(
+            {"type": "descriptor", "descriptor": default_descriptor("relay")}
+        ).encode()
+        payload = descriptor + b"\n"
+        await stream.send_all(bytes([0x81, 126]) + struct.pack("!H", len(payload)) + payload)
+        await trio.sleep_forever()
+
+    return answer
+
+
+PLAIN = (b"Upgrade: websocket", b"Connection: Upgrade")
+RIGHT_ACCEPT = b"(the right Sec-WebSocket-Accept)"
+
+
+@pytest.mark.parametrize(
+    ("headers", "pieces"),
+    [
+        (PLAIN, 1),
+        (PLAIN, 7),  # the head arrives in pieces: decided once it is whole
+        ((b"upgrade: WebSocket", b"CONNECTION: upgrade", b"Server: x  "), 1),
+        # Not a plain 101 by our check, accepted by the library's:
+        ((b"Upgrade: websocket", b"Connection: keep-alive, Upgrade"), 1),
+        ((b"Upgrade: websocket", b"Connection: Upgrade", b"Connection: keep-alive"), 1),
+    ],
+)
+async def test_a_101_the_library_accepts_connects(
+    headers: tuple[bytes, ...],
+    pieces: int,
+    serve_raw: Callable[[Answer], Awaitable[RawServer]],
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    server = await serve_raw(_answer_101(*headers, pieces=pieces))
+    dialer = FaultDialer()
+    async with trio_relay.open_relay(server.url, config=config(dialer)) as relay:
+        await relay.wait_connected(timeout=30)
+        assert relay.stats.dial_failures == 0
+
+
+@pytest.mark.parametrize(
+    ("headers", "accept", "named"),
+    [
+        ((b"Connection: Upgrade",), True, "Upgrade"),
+        ((b"Upgrade: h2c", b"Connection: Upgrade"), True, "Upgrade"),
+        ((b"Upgrade: websocket",), True, "Connection"),
+        (PLAIN, False, "Sec-WebSocket-Accept"),
+        ((*PLAIN, RIGHT_ACCEPT), True, "multiple values"),
+        # An extension or a subprotocol we never offered:
+        ((*PLAIN, b"Sec-WebSocket-Extensions: permessage-deflate"), True, "no extensions"),
+        ((*PLAIN, b"Sec-WebSocket-Protocol: chat"), True, "no subprotocols"),
+        ((*PLAIN, b"Bad Header: x"), True, "not an HTTP answer"),
+    ],
+)
+async def test_a_101_the_library_refuses_is_a_failed_dial_it_names(
+    headers: tuple[bytes, ...],
+    accept: bool,
+    named: str,
+    serve_raw: Callable[[Answer], Awaitable[RawServer]],
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    server = await serve_raw(_answer_101(*headers, accept=accept))
+    dialer = FaultDialer()
+    relay = await dial_twice(server.url, dialer)
+    assert relay.stats.connects == 0
+    assert named in (relay.stats.last_dial_failure or ""), relay.stats.last_dial_failure

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .frames import Frame, FrameError, OutboundResult, outbound_result
+from .frames import DescriptorFrame, Frame, FrameError, OutboundResult, outbound_result
 
 SAMPLE_CHARS = 80
 DEFAULT_MAX_LINE_BYTES = 1 << 20
@@ -292,6 +292,8 @@ class FrameDecoder:
         if frame_cls is None:
             return RejectedFrame(f"unknown type {frame_type!r}"[:200], _text_sample(line))
         try:
+            if frame_cls is DescriptorFrame:  # (kept with its line: see the frame)
+                return DescriptorFrame.from_wire(obj, bytes(line))
             return frame_cls.from_wire(obj)
         except FrameError as exc:
             return RejectedFrame(f"{frame_type}: {exc}", _text_sample(line))

@@ -202,7 +202,8 @@ class RelayConfig:
     for exact, repeatable delays in tests."""
     proxy: str | bool = field(default=True, repr=False)
     """Proxy for the WebSocket: ``True`` reads ``HTTPS_PROXY`` (``wss``) or
-    ``HTTP_PROXY`` (``ws``), then ``ALL_PROXY``, honouring ``NO_PROXY``; a URL
+    ``HTTP_PROXY`` (``ws``), then ``ALL_PROXY``, honouring ``NO_PROXY``, once, at the
+    relay's first dial (as httpx reads them when a client is made); a URL
     (``http://[user:pass@]host:port`` for HTTP CONNECT, ``socks5://`` or ``socks5h://``
     (the proxy resolves the connector's name) for SOCKS5) uses that proxy; ``False``
     dials directly. The password never appears in a repr, a log line or an error."""

@@ -225,10 +225,14 @@ class DescriptorFrame(Frame):
 
     TYPE: ClassVar[str] = "descriptor"
     descriptor: JsonObject
+    line: bytes = field(default=b"", compare=False, repr=False)
+    """The wire line it was read from (empty for one made in code): a connector sends
+    the same line on every connection, and the protocol decodes it once a process
+    (``_core/descriptor.py``, ``decoded``)."""
 
     @classmethod
-    def from_wire(cls, obj: Mapping[str, Any]) -> DescriptorFrame:
-        return cls(_require_object(obj, "descriptor"))
+    def from_wire(cls, obj: Mapping[str, Any], line: bytes = b"") -> DescriptorFrame:
+        return cls(_require_object(obj, "descriptor"), line)
 
     def to_wire(self) -> JsonObject:
         return {"type": self.TYPE, "descriptor": self.descriptor}

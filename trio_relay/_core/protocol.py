@@ -47,7 +47,7 @@ from .codec import (
     encode_wire,
 )
 from .config import Identity
-from .descriptor import Descriptor, shared
+from .descriptor import Descriptor, decoded
 from .frames import (
     CONNECTOR_FRAMES,
     DescriptorFrame,
@@ -499,7 +499,7 @@ class RelayProtocol:
 
     def _descriptor(self, frame: DescriptorFrame, events: list[Event]) -> None:
         try:
-            descriptor = shared(Descriptor.from_wire(frame.descriptor))
+            descriptor = decoded(frame.descriptor, frame.line)
         except FrameError as exc:
             self._stats.frames_rejected += 1
             logger.warning(

@@ -31,6 +31,9 @@ logger = logging.getLogger("trio_relay")
 BUFFERED_CHANGES = 64
 """Changes kept for a subscriber that is not reading; older ones are dropped."""
 
+_CONNECTED = frozenset({State.CONNECTED})
+"""What ``wait_connected`` waits for, made once (the benchmarks' probe calls it per redial)."""
+
 
 class StateChanges(AsyncIterator[tuple[State, State, str]]):
     """One subscriber's view: ``async for old, new, cause in relay.state_changes()``."""
@@ -176,15 +179,16 @@ class RelayStates:
         """Log ``change`` and feed it to every subscriber (``None``: nothing changed)."""
         if change is None:
             return
-        logger.info(
-            "relay %s: %s -> %s (%s)",
-            self._endpoint,
-            change.old.value,
-            change.new.value,
-            change.cause,
-            # Named here: the change into CLOSED is published from the caller's task.
-            extra={"relay": self._name, "cause": change.cause, "state": change.new.value},
-        )
+        if logger.isEnabledFor(logging.INFO):  # (else its extra fields are not built)
+            logger.info(
+                "relay %s: %s -> %s (%s)",
+                self._endpoint,
+                change.old.value,
+                change.new.value,
+                change.cause,
+                # Named here: the change into CLOSED is published from the caller's task.
+                extra={"relay": self._name, "cause": change.cause, "state": change.new.value},
+            )
         self.since = trio.current_time()
         self.feed.publish(change)
 
@@ -201,7 +205,7 @@ class RelayStates:
     async def wait_connected(self, timeout: float | None) -> None:  # noqa: ASYNC109
         """See [`Relay.wait_connected`][trio_relay.Relay.wait_connected]."""
         try:
-            await self.feed.wait_for(frozenset({State.CONNECTED}), timeout)
+            await self.feed.wait_for(_CONNECTED, timeout)
         except TimeoutError:
             raise TimeoutError(self._not_connected_text(timeout)) from None
 

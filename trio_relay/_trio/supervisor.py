@@ -157,19 +157,21 @@ class Supervisor:
                             extra={"cause": step.cause, "close_code": end.code},
                         )
                     return
-                logger.log(
-                    logging.WARNING if step.warn else logging.INFO,
-                    "relay %s: %s; next attempt in %.3g s",
-                    self.endpoint,
-                    step.note,
-                    step.delay,
-                    extra={
-                        "cause": end.cause,
-                        "close_code": end.code,
-                        "errno": end.errno,
-                        "next_attempt_s": step.delay,
-                    },
-                )
+                level = logging.WARNING if step.warn else logging.INFO
+                if logger.isEnabledFor(level):  # (else its extra fields are not built)
+                    logger.log(
+                        level,
+                        "relay %s: %s; next attempt in %.3g s",
+                        self.endpoint,
+                        step.note,
+                        step.delay,
+                        extra={
+                            "cause": end.cause,
+                            "close_code": end.code,
+                            "errno": end.errno,
+                            "next_attempt_s": step.delay,
+                        },
+                    )
                 await self._wait_to_dial(step.delay)
 
     async def _wait_to_dial(self, delay: float) -> None:

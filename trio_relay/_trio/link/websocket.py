@@ -1,7 +1,7 @@
-"""The relay's WebSocket client: the sans-I/O ``ClientProtocol`` of ``websockets`` over a
+"""The relay's WebSocket client: the sans-I/O protocol of ``websockets`` over a
 byte stream, driven by the connection's own tasks.
 
-This and ``websocket_upgrade.py`` are the only modules that import the WebSocket
+This and ``upgrade.py`` are the only modules that import the WebSocket
 library. The rest of the shell sees `upgrade` (stream in,
 `WebSocket` out, or `UpgradeFailed` saying how the server refused) and the
 `WebSocket` it returns:
@@ -31,10 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 import trio
-from websockets.client import ClientProtocol
 from websockets.exceptions import InvalidState
 from websockets.frames import Opcode
-from websockets.protocol import State
+from websockets.protocol import Protocol, State
 
 try:  # the C masking the protocol itself uses
     from websockets.speedups import apply_mask
@@ -118,7 +117,7 @@ class WebSocket:
     def __init__(
         self,
         stream: ByteStream,
-        protocol: ClientProtocol,
+        protocol: Protocol,
         max_size: int,
         backlog: bytes | bytearray,
     ) -> None:
