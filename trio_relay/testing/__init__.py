@@ -34,6 +34,7 @@ except ImportError as exc:
         name=exc.name,
     ) from exc
 
+from ._breaks import ContractBreaks  # noqa: E402
 from ._chats import PromptShown, TranscriptEntry  # noqa: E402
 from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
 from ._dialers import (  # noqa: E402
@@ -51,6 +52,7 @@ from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa
 __all__ = [
     "ANONYMOUS",
     "ConnectorOptions",
+    "ContractBreaks",
     "FaultDialer",
     "FaultStream",
     "FrameObserver",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from .._core.frames import Outbound
+from ._breaks import ContractBreaks
 from ._session import FrameObserver, Session, SessionObserver
 
 JsonObject = dict[str, Any]
@@ -57,6 +58,9 @@ class ConnectorOptions:
     own checks)."""
     on_frame: FrameObserver | None = None
     """Sees every frame in both directions (the ``trio-relay connector`` frame log)."""
+    breaks: ContractBreaks = ContractBreaks()
+    """Promises of the protocol to break on purpose, one field each (none by default):
+    a connector that drifts, for testing a conformance check."""
     on_session: SessionObserver | None = None
     """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
     accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""
