@@ -163,7 +163,15 @@ def test_a_usage_mistake_is_refused_with_status_2(argv: list[str], message: str)
 
 def test_an_unreachable_connector_fails_the_first_clause_and_skips_the_rest() -> None:
     done = subprocess.run(
-        [*CLI, "conformance", "http://127.0.0.1:9", "--gateway-id", "gw", "--secret-env", SECRET_VAR],
+        [
+            *CLI,
+            "conformance",
+            "http://127.0.0.1:9",
+            "--gateway-id",
+            "gw",
+            "--secret-env",
+            SECRET_VAR,
+        ],
         capture_output=True,
         text=True,
         env={**os.environ, SECRET_VAR: "a-secret"},
@@ -178,7 +186,9 @@ def test_an_unreachable_connector_fails_the_first_clause_and_skips_the_rest() ->
 
 
 def test_help_lists_every_clause() -> None:
-    done = subprocess.run([*CLI, "conformance", "--help"], capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [*CLI, "conformance", "--help"], capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 0
     for c in CLAUSES:
         assert c.id in done.stdout

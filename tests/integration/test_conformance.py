@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-import trio
 
 from trio_relay.conformance import CLAUSES, Report, Status, check_connector
 from trio_relay.testing import (
@@ -248,7 +247,9 @@ def keyed_handler(*, honour: bool) -> Callable[[Session, Any], Any]:
 @pytest.mark.parametrize("honour", [True, False])
 async def test_idempotency_keys_are_checked_where_the_window_is_advertised(honour: bool) -> None:
     descriptors = {"*": {"supported_ops": [], "idempotency_window_s": 60}}
-    async with connector(descriptors=descriptors, outbound_handler=keyed_handler(honour=honour)) as c:
+    async with connector(
+        descriptors=descriptors, outbound_handler=keyed_handler(honour=honour)
+    ) as c:
         report = await check(c, only=["idempotency.keys"])
     verdict = report.get("idempotency.keys")
     assert verdict is not None
@@ -262,4 +263,3 @@ async def test_idempotency_keys_are_checked_where_the_window_is_advertised(honou
     )
     keyed = [f.action for f in c.outbound if "idempotency_key" in f.action]
     assert len(keyed) == 3 and len({a["idempotency_key"] for a in keyed}) == 1
-

@@ -146,9 +146,7 @@ def clause(clause_id: str) -> Clause:
     try:
         return _BY_ID[clause_id]
     except KeyError:
-        raise KeyError(
-            f"no clause {clause_id!r}; the clauses are: {', '.join(_BY_ID)}"
-        ) from None
+        raise KeyError(f"no clause {clause_id!r}; the clauses are: {', '.join(_BY_ID)}") from None
 
 
 class Status(enum.Enum):
@@ -191,7 +189,7 @@ class Verdict:
                 f"     contract: {self.expected} ({self.clause.link})"
             )
         if self.status is Status.SKIPPED:
-            return f"{head}: skipped: {self.detail}"
+            return f"{head}: {self.detail}"
         return f"{head}: {self.detail or self.clause.title}"
 
     def to_json(self) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from .._core.close import AUTH_CLOSE_CODE
 
-__all__ = ["ContractBreaks"]
+__all__ = ["NO_BREAKS", "ContractBreaks"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,3 +44,7 @@ class ContractBreaks:
     seal_tombstones: bool = True
     """``False``: no tombstone of a sealed draft: a repeated seal opens a new stream,
     with a new ``message_id``."""
+
+
+NO_BREAKS = ContractBreaks()
+"""The reference connector as it is: every promise kept."""

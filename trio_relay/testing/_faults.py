@@ -16,10 +16,9 @@ from urllib.parse import urlsplit
 
 import trio
 
-from .._core.close import AUTH_CLOSE_CODE
 from .._core.frames import OutboundResult
 from .._core.token import verify_token
-from ._breaks import ContractBreaks
+from ._breaks import NO_BREAKS, ContractBreaks
 from ._session import ANONYMOUS, Admission, Session
 
 RELAY_PATH = "/relay"
@@ -42,7 +41,7 @@ class UpgradePolicy:
         self,
         secrets: dict[str, str] | None,
         clock: Callable[[], float],
-        breaks: ContractBreaks = ContractBreaks(),
+        breaks: ContractBreaks = NO_BREAKS,
     ) -> None:
         self.secrets = secrets
         self.clock = clock
@@ -83,7 +82,7 @@ ActionMatch = Callable[[Mapping[str, Any]], bool]
 
 
 class ResultPolicy:
-    def __init__(self, breaks: ContractBreaks = ContractBreaks()) -> None:
+    def __init__(self, breaks: ContractBreaks = NO_BREAKS) -> None:
         self.breaks = breaks
         self.delay = 0.0
         self.withholding = False

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from .._core.frames import Outbound
-from ._breaks import ContractBreaks
+from ._breaks import NO_BREAKS, ContractBreaks
 from ._session import FrameObserver, Session, SessionObserver
 
 JsonObject = dict[str, Any]
@@ -58,7 +58,7 @@ class ConnectorOptions:
     own checks)."""
     on_frame: FrameObserver | None = None
     """Sees every frame in both directions (the ``trio-relay connector`` frame log)."""
-    breaks: ContractBreaks = ContractBreaks()
+    breaks: ContractBreaks = NO_BREAKS
     """Promises of the protocol to break on purpose, one field each (none by default):
     a connector that drifts, for testing a conformance check."""
     on_session: SessionObserver | None = None

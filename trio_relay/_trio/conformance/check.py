@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..._core.conformance import CLAUSES, Report, Status, Verdict, clause
 from ..._core.config import Identity
+from ..._core.conformance import CLAUSES, Report, Status, Verdict, clause
 from ..._core.contract_shapes import descriptor_problems, json_kind, result_problems
 from ..._core.descriptor import Descriptor
 from ..._core.endpoint import Endpoint
@@ -76,7 +76,9 @@ class _Refusal:
             return "accepted: its hello was answered with a descriptor"
         if self.close is not None:
             code, reason = self.close
-            before = f" after {self.frames_before_close} frame(s)" if self.frames_before_close else ""
+            before = (
+                f" after {self.frames_before_close} frame(s)" if self.frames_before_close else ""
+            )
             return f"closed with {code} {reason!r}{before}"
         if self.http_status is not None:
             return f"refused the upgrade with HTTP {self.http_status}"
@@ -325,7 +327,8 @@ class _Run:
             problems.append(f"{len(descriptors)} descriptors for {len(self.identities)} hellos")
         for identity, descriptor in zip(self.identities, descriptors, strict=False):
             problems += [
-                f"{identity.platform}: {p}" for p in descriptor_problems(descriptor, identity.platform)
+                f"{identity.platform}: {p}"
+                for p in descriptor_problems(descriptor, identity.platform)
             ]
         if problems:
             self.judge(
@@ -889,15 +892,21 @@ def _result_words(result: dict[str, Any]) -> str:
 def _expired_verdict(probe: _Refusal) -> Verdict:
     expected = "an expired token is refused by closing with 4401 and the reason 'expired'"
     if probe.accepted:
-        return Verdict.failed("upgrade.expired", f"an expired token was {probe.describe()}", expected)
+        return Verdict.failed(
+            "upgrade.expired", f"an expired token was {probe.describe()}", expected
+        )
     if probe.close is None:
         return Verdict.skipped(
             "upgrade.expired",
             f"the refusal carried no close reason ({probe.describe()}); see close.codes",
         )
     if probe.close[1] != "expired":
-        return Verdict.failed("upgrade.expired", f"an expired token was {probe.describe()}", expected)
-    return Verdict.passed("upgrade.expired", "an expired token was refused with the reason 'expired'")
+        return Verdict.failed(
+            "upgrade.expired", f"an expired token was {probe.describe()}", expected
+        )
+    return Verdict.passed(
+        "upgrade.expired", "an expired token was refused with the reason 'expired'"
+    )
 
 
 def _close_codes_verdict(probes: dict[str, _Refusal]) -> Verdict:

@@ -18,8 +18,8 @@ from typing import TextIO
 
 import trio
 
-from ..._core.conformance import CLAUSES, Report
 from ..._core.config import Identity
+from ..._core.conformance import CLAUSES, Report
 from .check import check_connector
 
 __all__ = ["add_arguments", "run"]

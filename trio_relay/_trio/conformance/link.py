@@ -137,7 +137,9 @@ async def dial(
     try:
         with trio.fail_after(timeout):
             stream = await (dialer or TcpDialer())(endpoint)
-            ws = await upgrade(stream, endpoint, headers=headers, max_message_bytes=MAX_MESSAGE_BYTES)
+            ws = await upgrade(
+                stream, endpoint, headers=headers, max_message_bytes=MAX_MESSAGE_BYTES
+            )
     except UpgradeFailed as exc:
         if stream is not None:
             stream.close()
