@@ -86,16 +86,6 @@ class _Refusal:
 
 
 @dataclass(slots=True)
-class _Delivery:
-    frame: InboundFrame
-    link: ProbeLink
-
-    @property
-    def buffer_id(self) -> str | None:
-        return self.frame.buffer_id
-
-
-@dataclass(slots=True)
 class _Run:
     url: str
     gateway_id: str
