@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +195,43 @@ def test_help_lists_every_clause() -> None:
     for c in CLAUSES:
         assert c.id in done.stdout
     assert "--secret-env VAR" in done.stdout and "exit status: 0" in done.stdout
+
+
+def test_ctrl_c_ends_the_check_with_one_line_and_status_130() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        listener.settimeout(60)
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        process = subprocess.Popen(
+            [
+                *CLI,
+                "conformance",
+                url,
+                "--gateway-id",
+                "gw",
+                "--secret-env",
+                SECRET_VAR,
+                "--timeout",
+                "600",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            env={**os.environ, SECRET_VAR: "a-secret"},
+        )
+        try:
+            # The check is inside its first dial: connected, waiting for an upgrade
+            # answer that never comes. Ctrl-C goes to the process group, as a terminal's.
+            accepted = listener.accept()[0]
+            os.killpg(process.pid, signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+            accepted.close()
+        finally:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+    assert process.returncode == 130
+    assert (out, err) == ("", "trio-relay conformance: interrupted\n")
