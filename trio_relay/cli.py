@@ -8,6 +8,8 @@
     trio-relay connector [--host HOST] [--port PORT] [--gateway-id ID] [--secret S]
                          [--no-auth] [--script FILE [--timeout SECONDS]] [--quiet]
     trio-relay probe URL [--gateway-id ID] [--secret S] [--timeout SECONDS]
+    trio-relay conformance URL --gateway-id ID --secret-env VAR [--platform P --bot-id B]
+                           [--chat C] [--only CLAUSE...] [--json FILE]
 
 ``bench`` and ``soak`` run the benchmarks of a source checkout (its ``benchmarks/``
 directory, next to the ``trio_relay`` package: they are not part of the wheel) and need
@@ -26,6 +28,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import textwrap
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,6 +45,7 @@ from ._core.descriptor import Descriptor
 from ._core.errors import InsecureURLError, RelayRevoked
 from ._core.state import State
 from ._core.token import check_gateway_id
+from ._trio.conformance import command as conformance_command
 from ._trio.lifetime import open_relay
 from ._trio.relay import Relay
 
@@ -330,7 +334,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="trio-relay",
         description="trio_relay tools: benchmarks against the asyncio baseline, a "
-        "reference connector to develop against, and a probe for a real connector.",
+        "reference connector to develop against, a probe for a real connector, and a "
+        "check of a connector against the protocol.",
     )
     parser.add_argument("--version", action="version", version=f"trio-relay {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -442,6 +447,22 @@ def _parser() -> argparse.ArgumentParser:
         help="allow plaintext ws:// to a host that is not loopback",
     )
     probe.set_defaults(func=_probe_command)
+
+    conformance = sub.add_parser(
+        "conformance",
+        help="check a live connector against the protocol, clause by clause",
+        description=textwrap.fill(
+            "Connect to the connector at URL as a gateway that does everything by the "
+            "book, and check the connector's side of docs/protocol.md clause by clause: "
+            "one line per clause (pass; fail with what was seen against what the "
+            "contract says; skip with the reason), then a summary line. Sends go only to "
+            "--chat, and the delivery clauses ask you to write two messages there."
+        ),
+        epilog=conformance_command.epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    conformance_command.add_arguments(conformance)
+    conformance.set_defaults(func=lambda args: conformance_command.run(args, run_trio=_run_trio))
 
     sub.add_parser(
         "soak",

@@ -50,6 +50,7 @@ from .._core.frames import (  # noqa: E402
     OutboundResult,
     PassthroughFrame,
 )
+from ._breaks import ContractBreaks  # noqa: E402
 from ._chats import PromptShown, TranscriptEntry  # noqa: E402
 from ._connector import ReferenceConnector, open_connector, serve_connector  # noqa: E402
 from ._dialers import (  # noqa: E402
@@ -67,6 +68,7 @@ from ._session import ANONYMOUS, FrameObserver, Session, SessionObserver  # noqa
 __all__ = [
     "ANONYMOUS",
     "ConnectorOptions",
+    "ContractBreaks",
     "DescriptorFrame",
     "FaultDialer",
     "FaultStream",

@@ -37,8 +37,11 @@ class _Stream:
 class DraftBook:
     """Every live card the connector has seen, by (gateway, chat, draft id)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tombstones: int = TOMBSTONES) -> None:
+        """``tombstones``: sealed streams remembered (0: none, a repeated seal opens a
+        new stream: a connector that breaks the contract)."""
         self._streams: dict[tuple[str, str, int], _Stream] = {}
+        self._tombstones = tombstones
 
     def apply(
         self, action: Mapping[str, Any], gateway_id: str, new_message_id: Callable[[], str]
@@ -60,7 +63,7 @@ class DraftBook:
             }, "after_seal"
         if stream is None:
             stream = self._streams[key] = _Stream(new_message_id())
-            if len(self._streams) > TOMBSTONES:
+            if len(self._streams) > self._tombstones:
                 self._streams.pop(next(iter(self._streams)))
         stream.content = str(action["content"])
         if final:

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 import trio
 
-from .._core.close import AUTH_CLOSE_CODE
 from .._core.frames import OutboundResult
 from .._core.token import verify_token
+from ._breaks import NO_BREAKS, ContractBreaks
 from ._session import ANONYMOUS, Admission, Session
 
 RELAY_PATH = "/relay"
@@ -37,9 +37,15 @@ def bearer_token(headers: list[tuple[bytes, bytes]]) -> str | None:
 
 
 class UpgradePolicy:
-    def __init__(self, secrets: dict[str, str] | None, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        secrets: dict[str, str] | None,
+        clock: Callable[[], float],
+        breaks: ContractBreaks = NO_BREAKS,
+    ) -> None:
         self.secrets = secrets
         self.clock = clock
+        self.breaks = breaks
         self.revoked: set[str] = set()
         self._refusals: collections.deque[tuple[int, str]] = collections.deque()
 
@@ -53,19 +59,21 @@ class UpgradePolicy:
             # Injected refusals come first: they model a connector that is not ready for
             # this gateway yet (a provisioning race), whatever its credentials.
             return Admission(refuse=self._refusals.popleft())
-        if self.secrets is None:
+        token = bearer_token(headers)
+        refusal_code = self.breaks.auth_close_code
+        if self.secrets is None or (token is None and not self.breaks.require_token):
             gateway_id = ANONYMOUS
         else:
-            check = verify_token(bearer_token(headers) or "", self.secrets, now=self.clock())
+            check = verify_token(token or "", self.secrets, now=self.clock())
             if not check.ok:
-                reason = EXPIRED if check.reason == EXPIRED else UNAUTHORIZED
+                expired = check.reason == EXPIRED
+                reason = self.breaks.expired_reason if expired else UNAUTHORIZED
                 return Admission(
-                    gateway_id=check.gateway_id or ANONYMOUS,
-                    refuse=(AUTH_CLOSE_CODE, reason),
+                    gateway_id=check.gateway_id or ANONYMOUS, refuse=(refusal_code, reason)
                 )
             gateway_id = check.gateway_id or ANONYMOUS
         if gateway_id in self.revoked:
-            return Admission(gateway_id=gateway_id, refuse=(AUTH_CLOSE_CODE, UNAUTHORIZED))
+            return Admission(gateway_id=gateway_id, refuse=(refusal_code, UNAUTHORIZED))
         return Admission(gateway_id=gateway_id)
 
 
@@ -74,7 +82,8 @@ ActionMatch = Callable[[Mapping[str, Any]], bool]
 
 
 class ResultPolicy:
-    def __init__(self) -> None:
+    def __init__(self, breaks: ContractBreaks = NO_BREAKS) -> None:
+        self.breaks = breaks
         self.delay = 0.0
         self.withholding = False
         self.dropping = False
@@ -103,6 +112,8 @@ class ResultPolicy:
     def route(
         self, session: Session, reply: OutboundResult, action: Mapping[str, Any] | None = None
     ) -> None:
+        if not self.breaks.echo_request_ids:
+            reply = OutboundResult(reply.request_id[::-1] + "0", reply.result)
         if self.dropping or (self.losing and self._lost(action)):
             self.dropped += 1
         elif self.withholding:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from .._core.frames import Outbound
+from ._breaks import NO_BREAKS, ContractBreaks
 from ._session import FrameObserver, Session, SessionObserver
 
 JsonObject = dict[str, Any]
@@ -68,6 +69,9 @@ class ConnectorOptions:
     [`Hello`][trio_relay.testing.Hello], [`InboundFrame`][trio_relay.testing.InboundFrame],
     ...; ``isinstance`` tells which). It is called synchronously, as the session reads
     or queues the frame: keep it quick."""
+    breaks: ContractBreaks = NO_BREAKS
+    """Promises of the protocol to break on purpose, one field each (none by default):
+    a connector that drifts, for testing a conformance check."""
     on_session: SessionObserver | None = None
     """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
     accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""

@@ -38,7 +38,7 @@ from .._core.frames import (
 )
 from ._buffer import DurableBuffer
 from ._chats import ChatBook, PromptShown, TranscriptEntry
-from ._drafts import DraftBook
+from ._drafts import TOMBSTONES, DraftBook
 from ._faults import ResultPolicy, UpgradePolicy
 from ._ops import OP_TABLE, ActionRefusal, check_action, egress_declined
 from ._options import ConnectorOptions, JsonObject, OutboundHandler
@@ -157,11 +157,11 @@ class ConnectorProtocol:
         """Every frame refused as malformed, with its reason and a sample."""
         self.outbound_count = 0
         """How many valid ``outbound`` frames arrived (kept with ``record=False`` too)."""
-        self.upgrades = UpgradePolicy(options.secrets, options.clock)
-        self.results = ResultPolicy()
+        self.upgrades = UpgradePolicy(options.secrets, options.clock, options.breaks)
+        self.results = ResultPolicy(options.breaks)
         self.buffer = DurableBuffer()
         self.chats = ChatBook(keep_transcripts=options.record)
-        self.drafts = DraftBook()
+        self.drafts = DraftBook(0 if not options.breaks.seal_tombstones else TOMBSTONES)
         """Every live card (``draft`` stream) carried out, with its seal's tombstone."""
         self.refusals: dict[str, list[ActionRefusal]] = {}
         """op -> refusals the next valid actions of that op get instead of being
@@ -398,8 +398,15 @@ class ConnectorProtocol:
         # Only to a handshaken session: one still handshaking gets it from the replay,
         # and sending it here too would deliver it twice on the same connection.
         session = self._live_session(gateway_id)
-        if session is not None and not session.idle:
-            session.send(frame)
+        if session is not None and (not session.idle or not self.options.breaks.buffer_when_idle):
+            self._send_delivery(session, frame)
+
+    def _send_delivery(self, session: Session, frame: Frame) -> None:
+        session.send(frame)
+        if self.options.breaks.replay_delivered:
+            return
+        if isinstance(frame, (InboundFrame, PassthroughFrame)) and frame.buffer_id is not None:
+            self.buffer.ack(session.gateway_id, frame.buffer_id)
 
     # --- frames -----------------------------------------------------------------------
 
@@ -448,7 +455,7 @@ class ConnectorProtocol:
             self._handshaken.append(session)
             # At-least-once: everything unacknowledged goes again on every handshake.
             for delivery in self.buffer.frames(session.gateway_id):
-                session.send(delivery)
+                self._send_delivery(session, delivery)
 
     def _on_outbound(self, session: Session, frame: Outbound) -> None:
         self.outbound_count += 1
@@ -550,11 +557,13 @@ class ConnectorProtocol:
 
     def _on_ack(self, session: Session, frame: InboundAck) -> None:
         self.acks.append(frame.buffer_id)
-        self.buffer.ack(session.gateway_id, frame.buffer_id)
+        if self.options.breaks.honour_acks:
+            self.buffer.ack(session.gateway_id, frame.buffer_id)
 
     def _on_going_idle(self, session: Session, frame: GoingIdle) -> None:
         session.idle = True
-        session.send(GoingIdleAck())
+        if self.options.breaks.ack_going_idle:
+            session.send(GoingIdleAck())
 
     def _on_interrupt(self, session: Session, frame: Interrupt) -> None:
         pass  # fire-and-forget; ``received`` has it
