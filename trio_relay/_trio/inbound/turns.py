@@ -41,8 +41,9 @@ class RunningTurns:
 
     def __init__(self) -> None:
         # chat id -> the (delivery, scope) of each turn of that chat running now: one per
-        # platform at most (a lane is one platform's chat, handled one at a time).
-        self._by_chat: dict[str, list[tuple[Delivery, trio.CancelScope]]] = {}
+        # platform at most (a lane is one platform's chat, handled one at a time). Made
+        # by the first turn: an idle relay holds no dict (64 bytes each).
+        self._by_chat: dict[str, list[tuple[Delivery, trio.CancelScope]]] | None = None
 
     def begin(self, delivery: Delivery) -> trio.CancelScope | None:
         """The scope to run ``delivery``'s handler in, registered under its chat; pass it
@@ -52,6 +53,8 @@ class RunningTurns:
         if not isinstance(payload, MessageEvent) or payload.source.chat_id is None:
             return None
         scope = trio.CancelScope()
+        if self._by_chat is None:
+            self._by_chat = {}
         self._by_chat.setdefault(payload.source.chat_id, []).append((delivery, scope))
         return scope
 
@@ -60,6 +63,7 @@ class RunningTurns:
         payload = delivery.payload
         assert isinstance(payload, MessageEvent) and payload.source.chat_id is not None
         chat_id = payload.source.chat_id
+        assert self._by_chat is not None
         turns = self._by_chat[chat_id]
         turns[:] = [turn for turn in turns if turn[0] is not delivery]
         if not turns:
@@ -67,7 +71,9 @@ class RunningTurns:
 
     def interrupt(self, chat_id: str) -> list[Delivery]:
         """Cancel the turns of ``chat_id`` not stopping yet; the deliveries it stopped."""
-        stopped = []
+        stopped: list[Delivery] = []
+        if self._by_chat is None:
+            return stopped
         for delivery, scope in self._by_chat.get(chat_id, ()):
             if not delivery.interrupted:
                 delivery.interrupted = True
@@ -77,4 +83,5 @@ class RunningTurns:
 
     def interrupted(self, chat_id: str) -> bool:
         """Whether a turn of ``chat_id`` running now was asked to stop."""
-        return any(delivery.interrupted for delivery, _ in self._by_chat.get(chat_id, ()))
+        running = self._by_chat.get(chat_id, ()) if self._by_chat is not None else ()
+        return any(delivery.interrupted for delivery, _ in running)
