@@ -414,8 +414,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Serve the reference connector (trio_relay.testing) until Ctrl-C, "
         "printing its URL, the test credentials a gateway needs, and every frame in one "
         "line. Lines on standard input act as the users: 'C1> hello' writes hello in chat "
-        "C1, 'press C1 yes' presses option yes of the latest prompt in C1, 'transcript "
-        "C1' prints the chat, 'help' lists the rest.",
+        "C1, 'press C1 yes' presses option yes of the latest prompt in C1, 'stop C1' presses "
+        "stop in C1, 'transcript C1' prints the chat, 'help' lists the rest.",
     )
     # Without the testing extra (a base install) _run answers `connector` before parsing.
     if _connector_missing() is None:

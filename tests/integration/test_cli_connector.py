@@ -13,7 +13,7 @@ from pathlib import Path
 import trio
 
 import trio_relay
-from trio_relay.testing._console import Press, Say, ShowTranscript, Sleep, parse
+from trio_relay.testing._console import Press, Say, ShowTranscript, Sleep, Stop, parse
 
 CONNECTOR = [sys.executable, "-m", "trio_relay.cli", "connector", "--no-auth"]
 
@@ -92,10 +92,11 @@ def test_console_lines_parse() -> None:
     assert parse("slack:C1>hi") == Say("C1", "hi", "slack")
     assert parse("C1> ") == Say("C1", "")
     assert parse("press C1 yes") == Press("C1", "yes")
+    assert parse("stop C1") == Stop("C1")
     assert parse("transcript C1") == ShowTranscript("C1")
     assert parse("sleep 0.5") == Sleep(0.5)
     assert parse("  # a comment") is None and parse("") is None
-    for wrong in ("hello", "press C1", "sleep soon", "sleep -1", "sleep nan"):
+    for wrong in ("hello", "press C1", "stop", "sleep soon", "sleep -1", "sleep nan"):
         try:
             parse(wrong)
         except ValueError as exc:
@@ -203,3 +204,21 @@ def test_an_unreadable_script_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1
     assert done.stderr.startswith("trio-relay connector: cannot read the script:")
+
+
+async def test_a_script_presses_stop_on_a_turn_waiting_for_an_answer(tmp_path: Path) -> None:
+    # The agent asks before a deploy and waits; the user presses stop instead of
+    # answering: the turn ends (acked), nothing after the question.
+    script = tmp_path / "talk.txt"
+    script.write_text("C1> deploy\nstop C1\ntranscript C1\n")
+    async with connector_process("--script", str(script), "--quiet") as (process, output, url):
+        async with echo_agent(url) as relay:
+            with trio.fail_after(30):
+                await process.wait()
+            assert relay.stats.turns_interrupted == 1
+        text = await output.rest()
+    assert process.returncode == 0, text
+    assert (
+        "--- transcript of C1\nU1 #u1: deploy\nbot prompt #m1: Sure? [yes: Yes] [no: No]\n"
+        "U1 [stop]\n---"
+    ) in text + "---", text

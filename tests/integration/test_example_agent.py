@@ -1,6 +1,7 @@
-"""The example agent (examples/streaming_agent.py): an LLM's streamed answer, through
-``llm_client()`` and the real openai SDK from a local fake provider, streamed into a
-chat of the reference connector with ``stream_reply``."""
+"""The example agents (examples/streaming_agent.py, examples/stop_agent.py): an LLM's
+streamed answer, through ``llm_client()`` and the real openai SDK from a local fake
+provider, streamed into a chat of the reference connector with ``stream_reply``, and
+stopped by its user."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from fake_provider import TEXT, WORDS, ProviderServer, serve_provider
+from fake_provider import STALL_AFTER, TEXT, WORDS, ProviderServer, serve_provider
 from http_servers import PROXY_VARIABLES
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "streaming_agent.py"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLE = EXAMPLES / "streaming_agent.py"
 
 
-def load_example() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("example_streaming_agent", EXAMPLE)
+def load_example(path: Path = EXAMPLE) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -28,6 +30,7 @@ def load_example() -> ModuleType:
 
 
 agent = load_example()
+stop_agent = load_example(EXAMPLES / "stop_agent.py")
 
 
 @pytest.fixture
@@ -67,3 +70,16 @@ def test_the_example_runs_as_a_script(provider: ProviderServer) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "U1 #u1: Say hello"
     assert done.stdout.splitlines()[-1].endswith(f": {TEXT}")
+
+
+async def test_a_stalled_answer_is_stopped_by_its_user(provider: ProviderServer) -> None:
+    # "stall": two words, then the provider holds the stream open and sends nothing;
+    # only the user's stop ends this turn.
+    lines = (await stop_agent.demo("Tell me a long story", model="stall")).splitlines()
+    assert lines[0] == "U1 #u1: Tell me a long story"
+    stop = lines.index("U1 [stop]")
+    # Before the stop, the words the model sent were on screen, and nothing else.
+    shown = [line.split(": ", 1)[1] for line in lines[1:stop]
+             if line.startswith(("bot send", "bot edit"))]
+    assert shown and all("".join(WORDS[:STALL_AFTER]).startswith(text) for text in shown)
+    assert lines[-1].startswith("bot send #") and lines[-1].endswith(": Stopped.")

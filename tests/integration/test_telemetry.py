@@ -400,3 +400,23 @@ def test_the_prometheus_example_serves_the_relay_series() -> None:
         for s in series
     ), page
     assert any(s.startswith("relay_handler_duration_seconds_count{") for s in series), page
+
+
+async def test_a_turn_the_user_stopped_is_marked_interrupted(
+    otel: Otel, connector: ReferenceConnector, autojump_clock: trio.testing.MockClock
+) -> None:
+    async def handle(message: MessageEvent) -> None:
+        await trio.sleep_forever()
+
+    async with trio_relay.open_relay(
+        connector.url, auth=UpgradeAuth(GATEWAY, SECRET), on_message=handle, config=config(otel)
+    ) as relay:
+        await relay.wait_connected(5)
+        connector.buffer_inbound(event("long job", "M1"), gateway_id=GATEWAY)
+        await trio.sleep(1)
+        assert connector.press_stop("C1")
+        await connector.wait_acks(1)
+        assert relay.stats.turns_interrupted == 1
+    assert otel.values("relay.handler.duration") == {key(outcome="interrupted"): 1}
+    (run,) = otel.finished("relay.handle")
+    assert (run.attributes or {})["relay.handler.outcome"] == "interrupted"

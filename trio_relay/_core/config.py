@@ -188,6 +188,15 @@ class RelayConfig:
     edit_interval: float = 0.5
     """Least time between two edits of a ``stream_reply`` message: platforms rate-limit
     edits, and a model writes faster than anyone reads."""
+    interrupt_cancels_turn: bool | None = None
+    """Whether an ``interrupt_inbound`` (the user pressed stop) cancels the message
+    handler running for its chat: the turn unwinds by structure (a live card sealed with
+    what it shows, a task card stopped, typing ended) and its delivery counts as handled
+    and is acked, so no replay runs it again; [`Relay.interrupted`][trio_relay.Relay.interrupted]
+    tells the handler why it was cancelled. ``None`` (the default): true without an
+    ``on_interrupt``, false with one (the handler then decides); ``True`` with an
+    ``on_interrupt`` runs it *and* cancels. Only a turn already running is stopped: a
+    message still waiting in its chat's queue runs as usual."""
     go_idle_on_close: bool = True
     """Leaving ``open_relay`` first sends ``going_idle`` and keeps serving until the
     connector's ``going_idle_ack`` (within ``drain_timeout``), so an event racing the

@@ -63,7 +63,9 @@ class Delivery:
     is ordered within (``None``: a lane of its own); ``failures`` how often its handler
     has failed so far (the next run is attempt ``failures + 1``). Failures are counted
     on the delivery, not per key: a failed one is retried in place until it succeeds
-    or is given up on, and any replay meanwhile is a copy in flight.
+    or is given up on, and any replay meanwhile is a copy in flight. ``interrupted`` is
+    set when the user asked to stop its running handler (``interrupt_inbound``): it is
+    then handled, never retried.
     """
 
     kind: Literal["message", "passthrough"]
@@ -74,6 +76,7 @@ class Delivery:
     lane: Hashable | None
     decode_error: str | None = None
     failures: int = 0
+    interrupted: bool = False
 
     @property
     def label(self) -> str:

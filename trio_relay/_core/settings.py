@@ -108,6 +108,8 @@ class InboundSettings:
     dedupe_path: str | None = None
     dedupe_store: DedupeStore | None = field(default=None, repr=False)
     """(Not in the repr: a store's own repr is its business, and may name a server.)"""
+    interrupt_cancels_turn: bool | None = None
+    """As in ``RelayConfig``: ``None`` decides by whether an ``on_interrupt`` is given."""
 
     @classmethod
     def from_config(cls, config: RelayConfig) -> InboundSettings:
@@ -119,6 +121,7 @@ class InboundSettings:
                 dedupe_size=config.dedupe_size,
                 dedupe_path=config.dedupe_path,
                 dedupe_store=config.dedupe_store,
+                interrupt_cancels_turn=config.interrupt_cancels_turn,
             ),
             plain=config.dedupe_store is None,
         )

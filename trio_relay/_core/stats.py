@@ -72,6 +72,10 @@ class RelayStats:
     (unknown, so a control that depends on one fails closed), logged at WARNING."""
     replays_dropped: int = 0
     handler_failures: int = 0
+    turns_interrupted: int = 0
+    """Message handlers cancelled because the user asked to stop their turn
+    (``interrupt_inbound``, ``RelayConfig.interrupt_cancels_turn``); each is also counted
+    in ``delivered``: the stop was the user's, so the delivery is handled and acked."""
     dead_letters: int = 0
     acks_sent: int = 0
     inbound_dropped: int = 0

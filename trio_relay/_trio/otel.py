@@ -264,6 +264,8 @@ class _RelayTelemetry:
             span.set_attribute("error.type", type(exc).__qualname__)
             raise
         finally:
+            if delivery.interrupted:  # the user pressed stop: cancelled on purpose
+                outcome = "interrupted"
             self.i.handler_duration.record(trio.current_time() - started, {"outcome": outcome})
             span.set_attribute("relay.handler.outcome", outcome)
             span.end()

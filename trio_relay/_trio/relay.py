@@ -455,6 +455,30 @@ class Relay:
         frame = Interrupt(session_key, reason)
         return conn is not None and conn.send_line(encode_wire(frame.to_wire()))
 
+    def interrupted(self, chat_id: str) -> bool:
+        """Whether the user asked to stop the turn running now in ``chat_id``.
+
+        True after an ``interrupt_inbound`` for that chat cancelled its turn (with
+        `RelayConfig.interrupt_cancels_turn`): the way a handler tells a stop from any
+        other cancellation, in its ``except trio.Cancelled`` or ``finally``:
+
+        ```python
+        try:
+            ...
+        finally:
+            if relay.interrupted(event.source.chat_id):
+                with trio.CancelScope(shield=True), trio.move_on_after(2):
+                    await relay.send_text(event.source.chat_id, "Stopped.")
+        ```
+
+        Args:
+            chat_id: The chat whose running turn to ask about.
+
+        Returns:
+            False once the handler has returned, and for a chat with no turn running.
+        """
+        return self._pipeline.interrupted(chat_id)
+
     # ASYNC109: go_idle(timeout=) answers False when the ack does not come in time.
     async def go_idle(self, timeout: float = 5.0) -> bool:  # noqa: ASYNC109
         """Ask the connector to switch us to buffered-only delivery (``going_idle``);

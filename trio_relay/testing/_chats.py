@@ -31,7 +31,8 @@ class TranscriptEntry:
 
     ``direction`` is ``"in"`` for what a user did (a message, a button press) and
     ``"out"`` for what the gateway did to the chat (an op the connector carried out).
-    ``kind`` is the inbound ``message_type`` (``"prompt_response"`` for a press) or the
+    ``kind`` is the inbound ``message_type`` (``"prompt_response"`` for a press,
+    ``"stop"`` for a press of stop) or the
     op name (``"seal"`` for a ``draft`` with ``final: true``, the live card's end).
     ``format_hints`` are the action's ``metadata.format_hints``, if it had any. ``raw``
     is the event or the action as it was on the wire.
@@ -180,6 +181,12 @@ class ChatBook:
                 dict(event),
             )
         )
+
+    def stop_pressed(self, chat_id: str, who: str) -> None:
+        """Record that ``who`` pressed stop in ``chat_id``."""
+        chat = self.chat(chat_id)
+        if self.keep_transcripts:
+            chat.transcript.append(TranscriptEntry("in", "stop", None, who))
 
     def carried_out(
         self, action: Mapping[str, Any], result: Mapping[str, Any], gateway_id: str

@@ -8,6 +8,7 @@ reads them from a file and waits for the agent to finish each turn before the ne
     slack:C1> hello           ... on platform slack
     press C1 yes              presses option "yes" of the latest prompt in chat C1
     press n0nce.1a2b3c4d yes  ... of that prompt
+    stop C1                   a user presses stop in chat C1 (interrupt_inbound)
     transcript C1             prints the chat so far
     sleep 0.5                 (scripts) waits half a second
     # anything                a comment
@@ -35,7 +36,7 @@ from ._session import FrameObserver, Session, SessionObserver
 
 HELP = (
     "commands: CHAT> TEXT (a user writes; PLATFORM:CHAT> TEXT names the platform) | "
-    "press CHAT|PROMPT_ID OPTION | transcript CHAT | sleep SECONDS | help"
+    "press CHAT|PROMPT_ID OPTION | stop CHAT | transcript CHAT | sleep SECONDS | help"
 )
 
 _SAY = re.compile(r"^(?:(?P<platform>[^\s:>]+):)?(?P<chat>[^\s>]+)>\s?(?P<text>.*)$")
@@ -56,6 +57,11 @@ class Press:
 
 
 @dataclass(frozen=True)
+class Stop:
+    chat_id: str
+
+
+@dataclass(frozen=True)
 class ShowTranscript:
     chat_id: str
 
@@ -70,7 +76,7 @@ class Help:
     pass
 
 
-Command = Say | Press | ShowTranscript | Sleep | Help
+Command = Say | Press | Stop | ShowTranscript | Sleep | Help
 
 
 class NotUnderstood(ValueError):
@@ -90,6 +96,8 @@ def parse(line: str) -> Command | None:
     args = rest.split()
     if verb == "press" and len(args) == 2:
         return Press(args[0], args[1])
+    if verb == "stop" and len(args) == 1:
+        return Stop(args[0])
     if verb == "transcript" and len(args) == 1:
         return ShowTranscript(args[0])
     if verb == "sleep" and len(args) == 1:
@@ -137,6 +145,9 @@ class Console:
                     raise LookupError(f"no prompt was shown in chat {command.target!r}")
                 prompt_id = latest.prompt_id
             connector.press(prompt_id, command.option_id)
+        elif isinstance(command, Stop):
+            if not connector.press_stop(command.chat_id):
+                self.say(f"? stop in {command.chat_id}: no gateway connected; dropped")
         elif isinstance(command, ShowTranscript):
             text = connector.transcript_text(command.chat_id)
             self.say(text.rstrip("\n") or f"(nothing in {command.chat_id} yet)")
@@ -158,7 +169,7 @@ class Console:
     # ASYNC109: --timeout of --script: False naming the line that waited too long.
     async def replay(self, lines: list[str], *, timeout: float) -> bool:  # noqa: ASYNC109
         """Play ``lines`` as a conversation: before the first, wait for the gateway;
-        after each message or press, wait until the agent has finished its turn (every
+        after each message, press or stop, wait until the agent has finished its turn (every
         delivery acknowledged) or asks something (a new prompt). Returns false, saying
         why, at the first wait that took longer than ``timeout`` or a line that failed."""
         connector = self.connector
@@ -180,7 +191,7 @@ class Console:
             except (NotUnderstood, LookupError, ValueError) as exc:
                 self.say(f"script line {number}: {exc}")
                 return False
-            if not isinstance(command, (Say, Press)):
+            if not isinstance(command, (Say, Press, Stop)):
                 continue
             with trio.move_on_after(timeout) as waiting:
                 await connector.wait_until(turn_over)

@@ -32,6 +32,7 @@ from .._core.frames import (
     InboundAck,
     InboundFrame,
     Interrupt,
+    InterruptInbound,
     Outbound,
     OutboundResult,
     PassthroughFrame,
@@ -367,6 +368,31 @@ class ConnectorProtocol:
             if sibling and session.is_open and not session.idle:
                 session.send(InboundFrame(event))
         return buffer_id
+
+    def press_stop(
+        self,
+        chat_id: str,
+        *,
+        user: str = "U1",
+        user_name: str | None = None,
+        session_key: str | None = None,
+    ) -> bool:
+        """A user presses stop in ``chat_id``: send ``interrupt_inbound {session_key,
+        chat_id}`` to the gateway the chat's messages go to, live, as a real connector
+        does (an interrupt is never buffered: one that finds no gateway connected is
+        dropped). ``session_key`` defaults to ``"<platform>:<chat_id>"``. The press is
+        in the chat's transcript (kind ``stop``) either way. Returns whether the frame
+        was queued on a session."""
+        chat = self.chats.chat(chat_id)
+        gateway = chat.gateway_id or self._latest_gateway()
+        platform = chat.platform or self._first_platform(gateway)
+        self.chats.stop_pressed(chat_id, user_name or user)
+        session = self._live_session(gateway)
+        if session is None or session.idle:
+            logger.info("stop pressed in %s: no gateway %s connected; dropped", chat_id, gateway)
+            return False
+        session.send(InterruptInbound(session_key or f"{platform}:{chat_id}", chat_id))
+        return True
 
     def _live_session(self, gateway_id: str) -> Session | None:
         for session in reversed(self._handshaken):

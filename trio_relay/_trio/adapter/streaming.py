@@ -162,6 +162,9 @@ class StreamReply:
         self._closing = False
         self._aborted = False  # the block raised or was cancelled: send nothing more
         self._typing_off = trio.Event()
+        self._last_flush = trio.CancelScope(shield=True)
+        """Where the pump's last flush runs: a cancellation of the block while it is out
+        (a stop during the seal) lets it finish, by the deadline set then."""
 
     @property
     def text(self) -> str:
@@ -209,7 +212,8 @@ class StreamReply:
             if not self._closing:
                 await self._flush(final=False)
         # Text written while the last flush was out is covered here.
-        await self._flush(final=True)
+        with self._last_flush:
+            await self._flush(final=True)
 
     async def _flush(self, *, final: bool) -> None:
         if self.failed is not None or self._aborted:
@@ -562,10 +566,26 @@ async def open_stream_reply(
             else:
                 reply._closing = True
                 reply._changed.set()
-                await pump_done.wait()
+                try:
+                    await pump_done.wait()
+                except trio.Cancelled as exc:
+                    # Cancelled (the user stopped the turn) while the last send, edit or
+                    # seal is out: it completes, within close_timeout, so the reply knows
+                    # the message the user sees.
+                    raised = exc
+                    reply._last_flush.deadline = trio.current_time() + reply._close_timeout
+                    with trio.CancelScope(shield=True):
+                        await pump_done.wait()
+                    reply._aborted = True
             finally:
                 reply._closing = True
                 nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # The tasks' own Cancelled, when the block was cancelled from outside: the
+        # block's Cancelled comes out below as itself (an `except trio.Cancelled` in
+        # the handler must see it), never as a group.
+        if raised is None or group.split(trio.Cancelled)[1] is not None:
+            raise
     finally:
         if raised is not None:
             # A live card whose turn died ends as what it already shows. (In a finally:

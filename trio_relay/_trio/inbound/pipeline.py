@@ -15,6 +15,10 @@ user's code is ``handler_call.py``; the bookkeeping of keys and acks is
   ``max_concurrent_handlers`` at once (a FIFO semaphore: a busy chat cannot starve a
   quiet one). Each passthrough forward is a lane of its own. Interrupts never queue
   behind messages (``interrupts.py``).
+- **Stop means stop** (``turns.py``): with ``interrupt_cancels_turn``, an interrupt
+  cancels the handler running for its chat at once, from ``submit``; the stopped
+  delivery is handled (committed and acked, counted in ``turns_interrupted``), never
+  retried, even when the handler raised while it unwound.
 - **Dedupe** is decided twice. At submit, by the local ``DedupeSet``: a copy of a
   delivery queued or running here is dropped without ack (the one in flight acks); a
   copy of a handled one is dropped and acked, so a replay storm cannot fill the queue
@@ -76,6 +80,7 @@ from .handler_call import HandlerCall
 from .interrupts import InterruptRunner
 from .keys import DeliveryKeys
 from .queue_gate import QueueGate
+from .turns import RunningTurns
 
 __all__ = ["LIVE_OVERFLOW_FACTOR", "DeadLetter", "DeadLetterHandler", "InboundPipeline",
            "Intercept", "InterruptHandler", "MessageHandler", "PassthroughHandler",
@@ -122,6 +127,7 @@ class InboundPipeline:
         "_start",
         "_stats",
         "_telemetry",
+        "_turns",
         "_window",
     )
 
@@ -152,6 +158,11 @@ class InboundPipeline:
         self._keys = DeliveryKeys(DedupeSet(window), stats, acks, telemetry)
         self._failures = Failures(settings, stats, self._keys, on_dead_letter, telemetry)
         self._interrupts = InterruptRunner(on_interrupt, stats, settings)
+        cancels = settings.interrupt_cancels_turn
+        if cancels is None:
+            cancels = on_interrupt is None  # a handler of its own decides, unless told
+        self._turns = RunningTurns() if cancels else None
+        """The running turns an interrupt can stop; ``None`` when interrupts stop none."""
         self._lanes: dict[Hashable, deque[Delivery]] = {}
         self._queue = QueueGate(settings.max_inbound_queue, stats)
         self._running = 0
@@ -212,12 +223,29 @@ class InboundPipeline:
                     self._queue.change(+1)
                     self._early.append(frame)
             elif isinstance(frame, InterruptInbound):
+                if self._turns is not None:
+                    self._stop_turns(frame)
                 self._interrupts.submit(frame)
             else:
                 self._admit(decode_delivery(frame))
         except Exception:  # a bug of ours must not kill the reader
             self._stats.frames_rejected += 1
             logger.exception("inbound pipeline: could not accept %s frame", frame.TYPE)
+
+    def _stop_turns(self, frame: InterruptInbound) -> None:
+        assert self._turns is not None
+        stopped = self._turns.interrupt(frame.chat_id)
+        for delivery in stopped:
+            logger.info("inbound: stopping the turn of %s: the user asked (session %s)",
+                        delivery.label, frame.session_key,
+                        extra={"buffer_id": delivery.buffer_id, "cause": "interrupted"})
+        if not stopped:
+            logger.debug("inbound: interrupt for chat %s (session %s): no turn running",
+                         frame.chat_id, frame.session_key)
+
+    def interrupted(self, chat_id: str) -> bool:
+        """Whether a turn of ``chat_id`` running now was asked to stop."""
+        return self._turns is not None and self._turns.interrupted(chat_id)
 
     def _admit(self, delivery: Delivery) -> None:
         if delivery.payload is None:
@@ -381,24 +409,40 @@ class InboundPipeline:
         if self._running == 1:
             self._idle = trio.Event()
         telemetry = self._telemetry
+        turns = self._turns
+        # The turn's own scope, which an interrupt for its chat cancels; its Cancelled
+        # ends at the scope, so only another scope's leaves the block below.
+        turn = turns.begin(delivery) if turns is not None else None
         try:
-            if telemetry is None:
-                await self._call_handler(delivery)
-            else:  # the handler's span and duration
-                await telemetry.handle(self._call_handler, delivery)
+            with turn or _no_shield():
+                if telemetry is None:
+                    await self._call_handler(delivery)
+                else:  # the handler's span and duration
+                    await telemetry.handle(self._call_handler, delivery)
         except trio.Cancelled as exc:
             if not await self._failures.cancelled_by_us(delivery):
                 return await self._failures.failed(delivery, exc, foreign_cancel=True)
             raise
         except Exception as exc:
-            return await self._failures.failed(delivery, exc)
+            if not delivery.interrupted:
+                return await self._failures.failed(delivery, exc)
+            # It raised while it unwound from the user's stop: retrying would run the
+            # turn the user stopped. Logged; handled all the same.
+            logger.warning("inbound: handler of %s raised while stopping; not retried",
+                           delivery.label, exc_info=exc,
+                           extra={"buffer_id": delivery.buffer_id, "cause": type(exc).__name__})
         except BaseException:
             self._keys.release(delivery)  # KeyboardInterrupt and such: never swallowed
             raise
         finally:
+            if turn is not None:
+                assert turns is not None
+                turns.end(delivery)
             self._running -= 1
             if self._running == 0 and self._idle is not None:
                 self._idle.set()
+        if delivery.interrupted:
+            self._stats.turns_interrupted += 1
         self._stats.delivered += 1
         if telemetry is not None:
             telemetry.delivered(delivery)
