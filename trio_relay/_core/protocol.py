@@ -77,6 +77,7 @@ __all__ = [
     "RequestState",
     "ack_line",
     "encode_request",
+    "with_request_id",
 ]
 
 logger = logging.getLogger("trio_relay")
@@ -214,8 +215,12 @@ def encode_request(
     platform: str | None,
     bot_id: str | None,
     max_message_bytes: int,
+    idempotency_key: str | None = None,
 ) -> tuple[str, bytes]:
     """The ``outbound`` frame for ``action``: a fresh request id and the wire line.
+
+    ``idempotency_key`` (a checked key, see `check_key`) is added to the action as
+    its ``idempotency_key`` field; ``None`` leaves the action's bytes as they are.
 
     Raises ``TypeError`` for an action that is not a mapping with a string ``op`` or is
     not JSON-serialisable, ``ValueError`` for one larger than ``max_message_bytes``:
@@ -234,6 +239,12 @@ def encode_request(
         action_json = encode_value(action)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"action is not JSON-serialisable: {exc}") from None
+    if idempotency_key is not None:
+        # Spliced before the action's closing brace: a key's alphabet needs no JSON
+        # escaping, and the action (a non-empty object: it has an op) is not copied.
+        action_json = b"".join(
+            (action_json[:-1], _KEY_FIELD, idempotency_key.encode("ascii"), b'"}')
+        )
     line = b"".join(
         (
             _OUTBOUND_HEAD,
@@ -253,6 +264,19 @@ def encode_request(
 
 _OUTBOUND_HEAD: Final = b'{"type":"outbound","requestId":"'
 _ACTION_KEY: Final = b'","action":'
+_KEY_FIELD: Final = b',"idempotency_key":"'
+_ID_AT: Final = len(_OUTBOUND_HEAD)
+
+
+def with_request_id(line: bytes, request_id: str) -> bytes:
+    """An ``outbound`` line made by `encode_request`, under another request id of the
+    same length: the same frame, sent again as a request of its own."""
+    end = _ID_AT + len(request_id)
+    if line[end : end + len(_ACTION_KEY)] != _ACTION_KEY:
+        raise ValueError("not a line made by encode_request, or an id of another length")
+    return b"".join((line[:_ID_AT], request_id.encode("ascii"), line[end:]))
+
+
 _ROUTE_TAILS: dict[tuple[str, str | None], bytes] = {}
 _MAX_ROUTE_TAILS: Final = 256
 
