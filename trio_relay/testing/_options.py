@@ -57,6 +57,14 @@ class ConnectorOptions:
     own checks)."""
     on_frame: FrameObserver | None = None
     """Sees every frame in both directions (the ``trio-relay connector`` frame log)."""
+    idempotency_window: float | None = None
+    """Seconds: advertise ``idempotency_window_s`` in every descriptor and honour
+    ``idempotency_key`` (docs/protocol.md, "Idempotency keys"): a key is carried out at
+    most once per gateway id within the window, a repeat answered with the first
+    result (``replayed: true``), a repeat with another action refused
+    (``idempotency_conflict``). ``None``: the extension is off, keys are ignored."""
+    idempotency_max_keys: int = 10_000
+    """Keys the connector holds at most; beyond it the oldest is forgotten first."""
     on_session: SessionObserver | None = None
     """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
     accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""
