@@ -29,11 +29,18 @@ from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.errors import InsecureURLError
 from .._core.frames import Interrupt
 from .._core.health import Health, assess
+from .._core.idempotency import (
+    CONTENT_OPS,
+    IDEMPOTENCY_KEY,
+    IdempotencyKeys,
+    ResendPlan,
+    check_key,
+)
 from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Lifecycle, RedialHold
-from .._core.outcome import Outcome, stats_label
+from .._core.outcome import Outcome, stats_label, with_attempts
 from .._core.prompts import OptionSpec, PromptAnswer
-from .._core.protocol import encode_request
+from .._core.protocol import encode_request, with_request_id
 from .._core.request_ids import RequestIds
 from .._core.settings import ConnectionSettings, DialSettings
 from .._core.state import State
@@ -115,6 +122,7 @@ class Relay:
         self.descriptors: dict[str, Descriptor] = {}
         self.default_platform: str | None = None
         self._request_ids = RequestIds()
+        self._keys = IdempotencyKeys()
         backoff = Backoff(
             initial=config.backoff_initial,
             maximum=config.backoff_max,
@@ -292,6 +300,7 @@ class Relay:
         platform: str | None = None,
         timeout: float | None = None,
         wait_connected: bool = False,
+        idempotency_key: str | None = None,
     ) -> Outcome:
         """Send ``action`` to the connector and return how it ended.
 
@@ -304,7 +313,21 @@ class Relay:
         ``timeout`` defaults to ``config.request_timeout``. Between connections the
         request fails at once, unless ``wait_connected`` is true: then it waits for the
         next connection within the same timeout.
+
+        Where the platform's descriptor advertises ``idempotency_window_s``, a content
+        op (send, edit, delete, prompt, follow_up, send_media, task_card) carries an
+        ``idempotency_key``, and an ambiguous ending is not the end: the same action
+        under the same key is sent again on the next connection, or when its result is
+        overdue, until the connector answers or the deadline passes (see
+        ``config.retry_ambiguous``). The outcome's ``attempts`` says how many times it
+        was written, ``replayed`` whether the connector answered from an earlier
+        attempt. ``idempotency_key`` is the caller's own key (at most 64 characters of
+        ``A-Z a-z 0-9 _ . : -``, for a content op only), for a request that must stay
+        one across the caller's own restarts; the relay's keys are unique per process
+        otherwise. Keys are never logged above DEBUG.
         """
+        if idempotency_key is not None:
+            check_key(idempotency_key)
         # The one send point: fills the chat's routing metadata, strips unrendered format
         # hints, refuses content for a latched chat and a draft after its seal; and
         # below, once settled, the latch learns how the request ended.
@@ -320,14 +343,22 @@ class Relay:
             raise ValueError(
                 f"no identity for platform {platform!r}; configured: {sorted(self._bot_ids)}"
             )
+        try:
+            op = action.get("op")
+        except AttributeError:  # not a mapping: encode_request says so
+            op = None
+        key = None
+        if idempotency_key is not None or op in CONTENT_OPS:
+            key = self._key_for(action, op, platform, idempotency_key)
         request_id, line = encode_request(
             self._request_ids,
             action,
             platform=platform,
             bot_id=None if platform is None else bot_id or self._bot_ids[platform],
             max_message_bytes=self._config.max_message_bytes,
+            idempotency_key=None if key is None or IDEMPOTENCY_KEY in action else key,
         )
-        op: str = action["op"]  # (a str: encode_request checked it)
+        op = action["op"]  # (a str: encode_request checked it)
         timeout = self._config.request_timeout if timeout is None else timeout
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -335,6 +366,10 @@ class Relay:
         # deadline groups unless the request waited for a connection (0.2 us a read).
         now = trio.current_time()
         deadline = now + timeout
+        if key is not None and self._config.retry_ambiguous:
+            return await self._exactly_once(
+                key, request_id, line, op, platform, timeout, deadline, now, wait_connected
+            )
         telemetry = self._telemetry
         record = None if telemetry is None else telemetry.request_started(op, request_id)
         # The hot path is flat on purpose: every coroutine level between the caller
@@ -378,6 +413,136 @@ class Relay:
         if record is not None:
             record.settled(outcome)
         return outcome
+
+    # --- exactly once (docs/protocol.md, "Idempotency keys") ----------------------
+
+    def _window_of(self, platform: str | None) -> float | None:
+        """The idempotency window the platform's descriptor advertises, or None."""
+        descriptor = self.descriptors.get(platform or self.default_platform or "")
+        return None if descriptor is None else descriptor.idempotency_window_s
+
+    def _key_for(
+        self, action: Mapping[str, Any], op: object, platform: str | None, caller_key: str | None
+    ) -> str | None:
+        """This request's idempotency key (added to the action unless it carries one
+        already), or None: not a content op, or a platform without the extension."""
+        if caller_key is not None:
+            if isinstance(op, str) and op not in CONTENT_OPS:
+                raise ValueError(
+                    f"idempotency_key is for content ops ({', '.join(sorted(CONTENT_OPS))}); "
+                    f"{op!r} is not one"
+                )
+            if IDEMPOTENCY_KEY in action:
+                raise ValueError("the action carries an idempotency_key already; give the key once")
+        elif IDEMPOTENCY_KEY in action:
+            # The caller's own, inside the action: sent as it is, and resent under it.
+            own: str = check_key(action[IDEMPOTENCY_KEY])
+            return own if self._window_of(platform) is not None else None
+        if self._window_of(platform) is None:
+            return None  # nothing of the extension for this platform: the same bytes
+        if caller_key is not None:
+            return caller_key
+        return self._keys.next() if self._config.retry_ambiguous else None
+
+    async def _exactly_once(
+        self,
+        key: str,
+        request_id: str,
+        line: bytes,
+        op: str,
+        platform: str | None,
+        timeout: float,
+        deadline: float,
+        now: float,
+        wait_connected: bool,
+    ) -> Outcome:
+        """A keyed request: written, and written again under the same key after each
+        ending that is not the connector's answer, on the connection the relay has then
+        (waiting for the next one within the deadline), until the connector answers or
+        the deadline passes (`ResendPlan`)."""
+        telemetry = self._telemetry
+        record = None if telemetry is None else telemetry.request_started(op, request_id)
+        plan = ResendPlan(deadline)
+        counts = self.stats.requests
+        outcome: Outcome | None = None
+        """What ended the attempts, when it was not an attempt's own ending."""
+        last: Outcome | None = None
+        """The latest attempt's ending; ambiguous once one attempt was written."""
+        while True:
+            ready = self._ready(op, platform)
+            if ready is None and (wait_connected or plan.tries):
+                ready = await self._wait_ready(op, platform, deadline, timeout)
+                now = trio.current_time()
+            if ready is None:
+                outcome = _outcome.not_connected(self.state.value)
+                break
+            if isinstance(ready, Outcome):
+                outcome = ready  # a refusal, or the deadline came while waiting
+                break
+            if plan.tries:
+                if self._window_of(platform) is None:
+                    break  # this connection's connector does not honour keys
+                request_id = self._request_ids.next()
+                line = with_request_id(line, request_id)
+                logger.debug(
+                    "relay %s: %s request sent again (attempt %d), idempotency key %s",
+                    self._endpoint,
+                    op,
+                    plan.tries + 1,
+                    key,
+                    extra={"relay": self.name},
+                )
+            attempt_deadline = plan.attempt_deadline(now)
+            submitted = ready.submit(
+                request_id, line, attempt_deadline, attempt_deadline - now, now
+            )
+            if isinstance(submitted, Outcome):
+                # Not sent: the link ended a moment ago (the next one is waited for), or
+                # the outbox is full (sending again would only fill it more).
+                if submitted.code == _outcome.QUEUE_FULL or not plan.again(now):
+                    outcome = submitted
+                    break
+                await trio.lowlevel.checkpoint()
+                now = trio.current_time()
+                continue
+            try:
+                if submitted.outcome is None:
+                    task = submitted.handle = _current_task()
+                    task.custom_sleep_data = submitted
+                    await _wait_task_rescheduled(abort_sleep)
+                else:
+                    await trio.lowlevel.checkpoint()
+            except BaseException:
+                ready.withdraw(submitted)
+                raise
+            settled = submitted.outcome
+            assert settled is not None
+            if submitted.may_have_left:
+                plan.attempts += 1
+            if settled.success or settled.code not in _outcome.GATEWAY_CODES:
+                # The connector's answer (counted by the protocol as it settled it).
+                final = with_attempts(settled, plan.attempts)
+                if record is not None:
+                    record.settled(final)
+                return final
+            # Not the caller's outcome: the protocol's count of it is taken back.
+            counts[stats_label(settled)] -= 1
+            if settled.ambiguous or last is None or not last.ambiguous:
+                last = settled
+            now = trio.current_time()
+            if not plan.again(now):
+                break
+        if plan.attempts:
+            # Written, never answered: ambiguous however the attempts ended.
+            assert last is not None and last.ambiguous
+            final = _outcome.timed_out(timeout, written=True) if now >= deadline else last
+            final = with_attempts(final, plan.attempts)
+        else:
+            final = outcome or last or _outcome.not_connected(self.state.value)
+        counts[stats_label(final)] += 1  # (an outcome made or kept here)
+        if record is not None:
+            record.settled(final)
+        return final
 
     def _ready(self, op: str, platform: str | None) -> Connection | Outcome | None:
         """The connection to send on now, the outcome of a request that will not be
@@ -583,5 +748,3 @@ class Relay:
     def _closed(self) -> None:
         if self.state is not State.CLOSED:
             self._states.publish(self._lifecycle.close())
-
-
