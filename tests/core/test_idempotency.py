@@ -59,15 +59,8 @@ def test_two_processes_keys_differ() -> None:
 
 
 def test_content_ops_are_the_contracts_list() -> None:
-    assert CONTENT_OPS == {
-        "send",
-        "edit",
-        "delete",
-        "prompt",
-        "follow_up",
-        "send_media",
-        "task_card",
-    }
+    contract = {"send", "edit", "delete", "prompt", "follow_up", "send_media", "task_card"}
+    assert contract == CONTENT_OPS
 
 
 @pytest.mark.parametrize(

@@ -214,12 +214,14 @@ async def test_keys_are_never_logged_above_debug(
     autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    async with open_connector(idempotency_window=WINDOW) as connector:
-        async with trio_relay.open_relay(connector.url, config=config()) as relay:
-            await relay.wait_connected(5)
-            outcome = await _request_during_reset(relay, connector, SEND)
-            conflict = await relay.request({**SEND, "content": "x"}, idempotency_key="secretkey")
-            await relay.request(SEND, idempotency_key="secretkey")
+    async with (
+        open_connector(idempotency_window=WINDOW) as connector,
+        trio_relay.open_relay(connector.url, config=config()) as relay,
+    ):
+        await relay.wait_connected(5)
+        outcome = await _request_during_reset(relay, connector, SEND)
+        conflict = await relay.request({**SEND, "content": "x"}, idempotency_key="secretkey")
+        await relay.request(SEND, idempotency_key="secretkey")
     assert outcome.attempts == 2 and conflict.code is None
     key = connector.outbound[0].action["idempotency_key"]
     debug = [r for r in caplog.records if key in r.getMessage()]

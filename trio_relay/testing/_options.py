@@ -69,6 +69,17 @@ class ConnectorOptions:
     """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
     accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""
 
+    def __post_init__(self) -> None:
+        window = self.idempotency_window
+        if window is not None and not window > 0:
+            raise ValueError(
+                f"idempotency_window must be a positive number of seconds, got {window!r}"
+            )
+        if self.idempotency_max_keys < 1:
+            raise ValueError(
+                f"idempotency_max_keys must be at least 1, got {self.idempotency_max_keys!r}"
+            )
+
 
 P = ParamSpec("P")
 T = TypeVar("T")
