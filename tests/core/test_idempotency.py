@@ -134,9 +134,9 @@ def test_the_plan_gives_each_attempt_half_the_time_left() -> None:
 
 def test_the_last_attempt_gets_the_rest() -> None:
     plan = ResendPlan(deadline=1000.0)
-    deadlines = [plan.attempt_deadline(0.0) for _ in range(MAX_ATTEMPTS)]
-    assert deadlines[-1] == 1000.0 and deadlines[0] == 500.0
-    assert not plan.again(1.0)  # attempts used up
+    deadlines = [plan.attempt_deadline(0.0) for _ in range(MAX_ATTEMPTS + 1)]
+    assert deadlines[0] == 500.0 and deadlines[-2:] == [1000.0, 1000.0]
+    assert plan.again(999.0)  # a connection's end still starts another
 
 
 def test_no_flurry_close_to_the_deadline() -> None:

@@ -45,7 +45,8 @@ MAX_KEY_LENGTH: Final = 64
 _KEY: Final = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 MAX_ATTEMPTS: Final = 6
-"""Writes of one request at most: the last attempt waits for the rest of its deadline."""
+"""Attempts given half the time left at most; from this one on, each waits for the rest
+of the deadline (a connection's end still starts the next one)."""
 
 _MIN_SLICE: Final = 0.05
 """Seconds: an attempt is never given less than this (or the rest of the deadline),
@@ -92,7 +93,9 @@ class ResendPlan:
     rest on the last of `MAX_ATTEMPTS`): a result lost on a connection that stays up is
     then found missing while time is left to ask again, and the connector, which
     answers a repeat after the first attempt if that is still running, makes the
-    early repeat harmless. ``attempts`` counts the writes."""
+    early repeat harmless. An attempt ended by its connection is followed by the next
+    on the next connection for as long as the deadline allows. ``attempts`` counts the
+    writes."""
 
     __slots__ = ("attempts", "deadline", "tries")
 
@@ -112,6 +115,6 @@ class ResendPlan:
         return now + left / 2
 
     def again(self, now: float) -> bool:
-        """Whether an attempt that ended without a definite answer is followed by
-        another: time is left and the attempts are not used up."""
-        return now < self.deadline and self.tries < MAX_ATTEMPTS
+        """Whether an attempt that ended without the connector's answer is followed by
+        another: while time is left."""
+        return now < self.deadline

@@ -71,6 +71,7 @@ __all__ = [
     "AllDescriptors",
     "Event",
     "IdleAcked",
+    "Keyed",
     "LinkUp",
     "RelayProtocol",
     "Request",
@@ -115,6 +116,7 @@ class Request:
         "deadline",
         "group",
         "handle",
+        "keyed",
         "line",
         "may_have_left",
         "request_id",
@@ -136,6 +138,8 @@ class Request:
         self.handle: Any = None
         self.group: deque[Request] | None = None
         """Its deadline group (see `RelayProtocol.expire`)."""
+        self.keyed: Keyed | None = None
+        """Set for a request under an idempotency key (see `Keyed`)."""
 
     @property
     def outcome(self) -> Outcome | None:
@@ -167,6 +171,24 @@ class Request:
 
     def __repr__(self) -> str:
         return f"<Request {self.request_id} {self.state.value}>"
+
+
+class Keyed:
+    """What a request under an idempotency key has beyond an ordinary one: its own
+    deadline (``Request.deadline`` is then that of the current attempt), and the ids
+    it was sent again under on this connection.
+
+    When an attempt's deadline passes with the frame written, `RelayProtocol.expire`
+    does not settle the request: it hands it back *overdue* (no outcome), and the shell
+    sends it again under a new id (`RelayProtocol.again`). A result for any of its
+    ids settles it: the connector answers a repeat with the first result, and an answer
+    to the first attempt that comes late is still the answer."""
+
+    __slots__ = ("deadline", "ids")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.ids: list[str] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,6 +334,7 @@ class RelayProtocol:
     """
 
     __slots__ = (
+        "_aliased",
         "_closing",
         "_decoder",
         "_earliest",
@@ -338,6 +361,8 @@ class RelayProtocol:
         """The requests not yet settled, by id."""
         self._groups: dict[int, deque[Request]] = {}
         self._earliest = math.inf
+        self._aliased = 0
+        """Ids in ``requests`` that are a keyed request's second or later attempt."""
         self._idle_asked = False
         self.idle_acked = False
         self._closing: tuple[str, int, str, bool] | None = None
@@ -374,6 +399,9 @@ class RelayProtocol:
     def add(self, request: Request, now: float) -> None:
         """Track ``request`` (pending) until its result, its deadline or the end."""
         self.requests[request.request_id] = request
+        self._group(request, now)
+
+    def _group(self, request: Request, now: float) -> None:
         if request.deadline == math.inf:
             return  # never expires
         # Grouped by remaining time (to the millisecond): within a group, deadlines only
@@ -387,6 +415,30 @@ class RelayProtocol:
         request.group = group
         if request.deadline < self._earliest:
             self._earliest = request.deadline
+
+    def again(self, request: Request, request_id: str, deadline: float, now: float) -> None:
+        """``request`` (keyed, handed back overdue by `expire`) is sent again under
+        ``request_id``, its attempt ending at ``deadline``: a result for it, or for any
+        earlier id of the request, settles it."""
+        keyed = request.keyed
+        assert keyed is not None and not request.abandoned
+        self.requests[request_id] = request
+        keyed.ids.append(request_id)
+        self._aliased += 1
+        request.deadline = min(deadline, keyed.deadline)
+        self._group(request, now)
+        if request.deadline < self._earliest:
+            self._earliest = request.deadline
+
+    def _forget(self, request: Request) -> None:
+        """Drop a keyed request's later ids from the table (its first is dropped by the
+        caller)."""
+        keyed = request.keyed
+        if keyed is not None and keyed.ids:
+            for request_id in keyed.ids:
+                self.requests.pop(request_id, None)
+            self._aliased -= len(keyed.ids)
+            keyed.ids = []
 
     def abandon(self, request: Request) -> None:
         """The caller gave up (cancelled): settled without an outcome; a late result is
@@ -402,6 +454,7 @@ class RelayProtocol:
             self._stats.requests[stats_label(settled)] -= 1
         request.abandoned = True
         self.requests.pop(request.request_id, None)
+        self._forget(request)
 
     @property
     def next_deadline(self) -> float:
@@ -417,28 +470,47 @@ class RelayProtocol:
 
     def expire(self, now: float) -> list[Request]:
         """Settle every request whose deadline has passed (``timeout``, ambiguous if it
-        was written), counted in ``stats.requests``; returns them."""
+        was written), counted in ``stats.requests``; returns them. A keyed request whose
+        attempt (not its own deadline) has passed is returned too, *overdue*: without an
+        outcome if it was written (the shell sends it again, `again`), and kept waiting
+        for its own deadline if it was not (nothing of it has left)."""
         if self._earliest > now:
             return []
         expired: list[Request] = []
+        regroup: list[Request] = []
         counts = self._stats.requests
         earliest = math.inf
         for key, group in list(self._groups.items()):
             while group and (group[0].abandoned or group[0].deadline <= now):
                 request = group.popleft()
-                if not request.abandoned:
-                    self.requests.pop(request.request_id, None)
-                    request.abandoned = True
-                    request._outcome = _outcome.timed_out(
-                        request.timeout, written=request.may_have_left
-                    )
-                    counts[_outcome.TIMEOUT] += 1
-                    expired.append(request)
+                if request.abandoned:
+                    continue
+                keyed = request.keyed
+                if keyed is not None and request.deadline < keyed.deadline:
+                    request.group = None
+                    if request.may_have_left:
+                        expired.append(request)  # overdue: no outcome
+                    else:
+                        request.deadline = keyed.deadline
+                        regroup.append(request)
+                    continue
+                self.requests.pop(request.request_id, None)
+                self._forget(request)
+                request.abandoned = True
+                request._outcome = _outcome.timed_out(
+                    request.timeout, written=request.may_have_left
+                )
+                counts[_outcome.TIMEOUT] += 1
+                expired.append(request)
             if group:
                 earliest = min(earliest, group[0].deadline)
             else:
                 del self._groups[key]
         self._earliest = earliest
+        for request in regroup:
+            self._group(request, now)
+            if request.deadline < self._earliest:
+                self._earliest = request.deadline
         return expired
 
     # --- what the connector sends ----------------------------------------------------
@@ -471,6 +543,9 @@ class RelayProtocol:
             elif request.may_have_left:
                 stats.frames_received += 1
                 del requests[request_id]
+                if request.keyed is not None:
+                    requests.pop(request.request_id, None)
+                    self._forget(request)
                 # (A plain success is made by its caller: see Request.outcome.)
                 if result is None:
                     request._outcome = _PLAIN_SUCCESS
@@ -613,6 +688,9 @@ class RelayProtocol:
         if not self.requests:
             return []  # (the common end of an idle link: no outcome to make)
         settled = list(self.requests.values())
+        if self._aliased:
+            settled = list(dict.fromkeys(settled))  # one entry per request, not per id
+            self._aliased = 0
         self.requests = {}
         # One outcome of each kind for all: Outcome is immutable, and a thousand
         # requests must be settled in the moment the link is known dead.
