@@ -94,6 +94,23 @@ async def test_a_lost_result_is_asked_again_on_the_same_connection(
         assert sent_messages(connector) == ["hi"]
 
 
+async def test_a_slow_first_result_still_counts_after_the_ask_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with open_connector(idempotency_window=WINDOW) as connector:
+        connector.delay_results(6)  # every result, the replay's too, 6 s late
+        async with trio_relay.open_relay(connector.url, config=config()) as relay:
+            await relay.wait_connected(5)
+            start = trio.current_time()
+            outcome = await relay.request(SEND, timeout=10)
+            took = trio.current_time() - start
+        # Asked again at 5 s (its replay would come at 11 s); the first answer, at 6 s,
+        # is the answer.
+        assert outcome.success and not outcome.replayed and outcome.attempts == 2
+        assert took == pytest.approx(6.0)
+        assert len(connector.outbound) == 2 and sent_messages(connector) == ["hi"]
+
+
 async def test_a_key_reused_for_another_action_is_a_conflict(
     autojump_clock: trio.testing.MockClock,
 ) -> None:

@@ -40,7 +40,7 @@ from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Lifecycle, RedialHold
 from .._core.outcome import Outcome, stats_label, with_attempts
 from .._core.prompts import OptionSpec, PromptAnswer
-from .._core.protocol import encode_request, with_request_id
+from .._core.protocol import Keyed, encode_request, with_request_id
 from .._core.request_ids import RequestIds
 from .._core.settings import ConnectionSettings, DialSettings
 from .._core.state import State
@@ -484,18 +484,9 @@ class Relay:
                     break  # this connection's connector does not honour keys
                 request_id = self._request_ids.next()
                 line = with_request_id(line, request_id)
-                logger.debug(
-                    "relay %s: %s request sent again (attempt %d), idempotency key %s",
-                    self._endpoint,
-                    op,
-                    plan.tries + 1,
-                    key,
-                    extra={"relay": self.name},
-                )
+                self._log_resend(op, plan.tries + 1, key)
             attempt_deadline = plan.attempt_deadline(now)
-            submitted = ready.submit(
-                request_id, line, attempt_deadline, attempt_deadline - now, now
-            )
+            submitted = ready.submit(request_id, line, attempt_deadline, timeout, now)
             if isinstance(submitted, Outcome):
                 # Not sent: the link ended a moment ago (the next one is waited for), or
                 # the outbox is full (sending again would only fill it more).
@@ -505,20 +496,33 @@ class Relay:
                 await trio.lowlevel.checkpoint()
                 now = trio.current_time()
                 continue
-            try:
-                if submitted.outcome is None:
-                    task = submitted.handle = _current_task()
-                    task.custom_sleep_data = submitted
-                    await _wait_task_rescheduled(abort_sleep)
-                else:
-                    await trio.lowlevel.checkpoint()
-            except BaseException:
-                ready.withdraw(submitted)
-                raise
+            submitted.keyed = Keyed(deadline)
+            written = 0
+            while True:  # until it settles: overdue attempts go again on this connection
+                try:
+                    if submitted.outcome is None:
+                        task = submitted.handle = _current_task()
+                        task.custom_sleep_data = submitted
+                        await _wait_task_rescheduled(abort_sleep)
+                    else:
+                        await trio.lowlevel.checkpoint()
+                except BaseException:
+                    ready.withdraw(submitted)
+                    raise
+                if submitted.outcome is not None:
+                    break
+                # Overdue: written, no result in its attempt's time. Lost, or slow: asked
+                # again under the same key, an answer to either settles it.
+                now = trio.current_time()
+                written += 1
+                request_id = self._request_ids.next()
+                line = with_request_id(line, request_id)
+                self._log_resend(op, plan.tries + 1, key)
+                ready.resend(submitted, request_id, line, plan.attempt_deadline(now), now)
             settled = submitted.outcome
             assert settled is not None
             if submitted.may_have_left:
-                plan.attempts += 1
+                plan.attempts += 1 + written
             if settled.success or settled.code not in _outcome.GATEWAY_CODES:
                 # The connector's answer (counted by the protocol as it settled it).
                 final = with_attempts(settled, plan.attempts)
@@ -543,6 +547,17 @@ class Relay:
         if record is not None:
             record.settled(final)
         return final
+
+    def _log_resend(self, op: str, attempt: int, key: str) -> None:
+        # The key at DEBUG only: a caller's own key may name what it stands for.
+        logger.debug(
+            "relay %s: %s request sent again (attempt %d), idempotency key %s",
+            self._endpoint,
+            op,
+            attempt,
+            key,
+            extra={"relay": self.name},
+        )
 
     def _ready(self, op: str, platform: str | None) -> Connection | Outcome | None:
         """The connection to send on now, the outcome of a request that will not be
