@@ -11,6 +11,8 @@ forever costs a fixed amount of memory.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,24 +25,50 @@ __all__ = ["DEFAULT_MAX_KEYS", "IdempotencyStore", "KeyEntry"]
 JsonObject = dict[str, Any]
 
 DEFAULT_MAX_KEYS = 10_000
-"""Keys held at most (per connector, all gateways together)."""
+"""Keys held at most (per connector, all gateways together): about 470 bytes each
+(tracemalloc, 10,000 keys of 30 kB sends, their results included)."""
+
+
+def fingerprint(action: Mapping[str, Any]) -> bytes:
+    """16 bytes that differ for different actions: what a key's entry keeps of its
+    action, rather than the action (a 30 kB message held for the whole window, for
+    thousands of keys, was 48 MiB in a ten-second soak)."""
+    canonical = json.dumps(action, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.blake2b(canonical.encode(), digest_size=16).digest()
 
 
 class KeyEntry:
-    """One key's first attempt: its action, and its result once it has one."""
+    """One key's first attempt: its action's fingerprint, and its result once it has
+    one."""
 
-    __slots__ = ("action", "at", "done", "result")
+    __slots__ = ("_done", "at", "fingerprint", "finished", "result")
 
     def __init__(self, action: Mapping[str, Any], at: float) -> None:
-        self.action = dict(action)
+        self.fingerprint = fingerprint(action)
         self.at = at
         self.result: JsonObject | None = None
-        self.done = trio.Event()
+        self.finished = False
+        # Made only by a repeat that waits (an Event for every key was half of a key's
+        # memory, 737 bytes a key with one, measured with tracemalloc).
+        self._done: trio.Event | None = None
+
+    def matches(self, action: Mapping[str, Any]) -> bool:
+        """Whether ``action`` is the first attempt's (a repeat, not a conflict)."""
+        return fingerprint(action) == self.fingerprint
 
     def finish(self, result: JsonObject | None) -> None:
         """The first attempt ended with ``result`` (``None``: it sent no result)."""
         self.result = result
-        self.done.set()
+        self.finished = True
+        if self._done is not None:
+            self._done.set()
+
+    async def wait(self) -> None:
+        """Return once the first attempt has ended."""
+        if not self.finished:
+            if self._done is None:
+                self._done = trio.Event()
+            await self._done.wait()
 
     def replay(self) -> JsonObject | None:
         """The answer to a repeat: the first result, marked replayed."""

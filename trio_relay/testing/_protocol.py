@@ -465,11 +465,11 @@ class ConnectorProtocol:
         entry = self.keys.find(gateway_id, key, now)
         if entry is None:
             return None, self.keys.start(gateway_id, key, frame.action, now)
-        if entry.action != frame.action:
+        if not entry.matches(frame.action):
             result = self.keys.conflict()
             logger.info("%r: refused %s: %s", session, frame.request_id, result["error"])
             self.results.route(session, OutboundResult(frame.request_id, result), frame.action)
-        elif entry.done.is_set():
+        elif entry.finished:
             self._replay(session, frame, entry)
         else:
             session.start_soon(self._replay_when_done, session, frame, entry)
@@ -483,7 +483,7 @@ class ConnectorProtocol:
             self.results.route(session, OutboundResult(frame.request_id, replayed), frame.action)
 
     async def _replay_when_done(self, session: Session, frame: Outbound, entry: KeyEntry) -> None:
-        await entry.done.wait()
+        await entry.wait()
         self._replay(session, frame, entry)
         self._notify()
 
