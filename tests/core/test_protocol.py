@@ -20,7 +20,6 @@ from trio_relay._core.outcome import Outcome
 from trio_relay._core.protocol import (
     AllDescriptors,
     IdleAcked,
-    Keyed,
     LinkUp,
     RelayProtocol,
     Request,
@@ -533,7 +532,7 @@ def test_ack_line_is_the_inbound_ack_frame() -> None:
 def keyed(protocol: RelayProtocol, request_id: str, *, attempt: float, deadline: float,
           written: bool = True) -> Request:
     req = Request(request_id, b"line\n", attempt, deadline)
-    req.keyed = Keyed(deadline)
+    req.own_deadline = deadline
     protocol.add(req, 0.0)
     if written:
         req.mark_sending()

@@ -25,6 +25,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_KEY_LENGTH",
     "IdempotencyKeys",
+    "SPLIT_ABOVE",
     "ResendPlan",
     "check_key",
 ]
@@ -51,6 +52,11 @@ of the deadline (a connection's end still starts the next one)."""
 _MIN_SLICE: Final = 0.05
 """Seconds: an attempt is never given less than this (or the rest of the deadline),
 so a request close to its deadline is not sent again in a flurry."""
+
+
+SPLIT_ABOVE: Final = 2 * _MIN_SLICE
+"""Seconds: a deadline further than this is split into attempts (nearer, an attempt
+gets all of it)."""
 
 
 def check_key(key: object) -> str:
@@ -110,7 +116,7 @@ class ResendPlan:
         """The deadline of the attempt made now (counted)."""
         self.tries += 1
         left = self.deadline - now
-        if self.tries >= MAX_ATTEMPTS or left <= 2 * _MIN_SLICE:
+        if self.tries >= MAX_ATTEMPTS or left <= SPLIT_ABOVE:
             return self.deadline
         return now + left / 2
 

@@ -71,7 +71,6 @@ __all__ = [
     "AllDescriptors",
     "Event",
     "IdleAcked",
-    "Keyed",
     "LinkUp",
     "RelayProtocol",
     "Request",
@@ -116,9 +115,9 @@ class Request:
         "deadline",
         "group",
         "handle",
-        "keyed",
         "line",
         "may_have_left",
+        "own_deadline",
         "request_id",
         "timeout",
     )
@@ -138,8 +137,13 @@ class Request:
         self.handle: Any = None
         self.group: deque[Request] | None = None
         """Its deadline group (see `RelayProtocol.expire`)."""
-        self.keyed: Keyed | None = None
-        """Set for a request under an idempotency key (see `Keyed`)."""
+        self.own_deadline: float | None = None
+        """Set for a request under an idempotency key: its own deadline, ``deadline``
+        being its current attempt's. When an attempt's deadline passes with the frame
+        written, `RelayProtocol.expire` hands the request back *overdue* (no outcome),
+        and the shell sends it again under a new id (`RelayProtocol.again`): a result
+        for any of its ids settles it (the connector answers a repeat with the first
+        result, and a late answer to the first attempt is still the answer)."""
 
     @property
     def outcome(self) -> Outcome | None:
@@ -171,24 +175,6 @@ class Request:
 
     def __repr__(self) -> str:
         return f"<Request {self.request_id} {self.state.value}>"
-
-
-class Keyed:
-    """What a request under an idempotency key has beyond an ordinary one: its own
-    deadline (``Request.deadline`` is then that of the current attempt), and the ids
-    it was sent again under on this connection.
-
-    When an attempt's deadline passes with the frame written, `RelayProtocol.expire`
-    does not settle the request: it hands it back *overdue* (no outcome), and the shell
-    sends it again under a new id (`RelayProtocol.again`). A result for any of its
-    ids settles it: the connector answers a repeat with the first result, and an answer
-    to the first attempt that comes late is still the answer."""
-
-    __slots__ = ("deadline", "ids")
-
-    def __init__(self, deadline: float) -> None:
-        self.deadline = deadline
-        self.ids: list[str] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +320,7 @@ class RelayProtocol:
     """
 
     __slots__ = (
-        "_aliased",
+        "_aliases",
         "_closing",
         "_decoder",
         "_earliest",
@@ -361,8 +347,8 @@ class RelayProtocol:
         """The requests not yet settled, by id."""
         self._groups: dict[int, deque[Request]] = {}
         self._earliest = math.inf
-        self._aliased = 0
-        """Ids in ``requests`` that are a keyed request's second or later attempt."""
+        self._aliases: dict[Request, tuple[str, ...]] = {}
+        """Keyed requests sent more than once on this connection: their later ids."""
         self._idle_asked = False
         self.idle_acked = False
         self._closing: tuple[str, int, str, bool] | None = None
@@ -420,25 +406,21 @@ class RelayProtocol:
         """``request`` (keyed, handed back overdue by `expire`) is sent again under
         ``request_id``, its attempt ending at ``deadline``: a result for it, or for any
         earlier id of the request, settles it."""
-        keyed = request.keyed
-        assert keyed is not None and not request.abandoned
+        own = request.own_deadline
+        assert own is not None and not request.abandoned
         self.requests[request_id] = request
-        keyed.ids.append(request_id)
-        self._aliased += 1
-        request.deadline = min(deadline, keyed.deadline)
+        self._aliases[request] = (*self._aliases.get(request, ()), request_id)
+        request.deadline = min(deadline, own)
         self._group(request, now)
         if request.deadline < self._earliest:
             self._earliest = request.deadline
 
     def _forget(self, request: Request) -> None:
-        """Drop a keyed request's later ids from the table (its first is dropped by the
+        """Drop a request's later ids from the table (its first is dropped by the
         caller)."""
-        keyed = request.keyed
-        if keyed is not None and keyed.ids:
-            for request_id in keyed.ids:
+        if self._aliases:
+            for request_id in self._aliases.pop(request, ()):
                 self.requests.pop(request_id, None)
-            self._aliased -= len(keyed.ids)
-            keyed.ids = []
 
     def abandon(self, request: Request) -> None:
         """The caller gave up (cancelled): settled without an outcome; a late result is
@@ -485,13 +467,13 @@ class RelayProtocol:
                 request = group.popleft()
                 if request.abandoned:
                     continue
-                keyed = request.keyed
-                if keyed is not None and request.deadline < keyed.deadline:
+                own = request.own_deadline
+                if own is not None and request.deadline < own:
                     request.group = None
                     if request.may_have_left:
                         expired.append(request)  # overdue: no outcome
                     else:
-                        request.deadline = keyed.deadline
+                        request.deadline = own
                         regroup.append(request)
                     continue
                 self.requests.pop(request.request_id, None)
@@ -543,7 +525,7 @@ class RelayProtocol:
             elif request.may_have_left:
                 stats.frames_received += 1
                 del requests[request_id]
-                if request.keyed is not None:
+                if self._aliases and request in self._aliases:  # sent more than once
                     requests.pop(request.request_id, None)
                     self._forget(request)
                 # (A plain success is made by its caller: see Request.outcome.)
@@ -688,9 +670,9 @@ class RelayProtocol:
         if not self.requests:
             return []  # (the common end of an idle link: no outcome to make)
         settled = list(self.requests.values())
-        if self._aliased:
+        if self._aliases:
             settled = list(dict.fromkeys(settled))  # one entry per request, not per id
-            self._aliased = 0
+            self._aliases = {}
         self.requests = {}
         # One outcome of each kind for all: Outcome is immutable, and a thousand
         # requests must be settled in the moment the link is known dead.

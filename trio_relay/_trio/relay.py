@@ -32,6 +32,7 @@ from .._core.health import Health, assess
 from .._core.idempotency import (
     CONTENT_OPS,
     IDEMPOTENCY_KEY,
+    SPLIT_ABOVE,
     IdempotencyKeys,
     ResendPlan,
     check_key,
@@ -40,12 +41,12 @@ from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Lifecycle, RedialHold
 from .._core.outcome import Outcome, stats_label, with_attempts
 from .._core.prompts import OptionSpec, PromptAnswer
-from .._core.protocol import Keyed, encode_request, with_request_id
+from .._core.protocol import Request, encode_request, with_request_id
 from .._core.request_ids import RequestIds
 from .._core.settings import ConnectionSettings, DialSettings
 from .._core.state import State
 from .._core.stats import RelayStats
-from .._core.telemetry import Telemetry
+from .._core.telemetry import RequestRecord, Telemetry
 from .._core.url import normalize_url
 from .adapter.plane import AdapterPlane
 from .adapter.streaming import StreamReply
@@ -63,6 +64,19 @@ _current_task = trio.lowlevel.current_task
 _wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
 
 logger = logging.getLogger("trio_relay")
+
+async def _park(conn: Connection, request: Request) -> None:
+    """Wait until ``request`` is settled or handed back overdue (`wake`)."""
+    try:
+        if request.outcome is None:
+            task = request.handle = _current_task()
+            task.custom_sleep_data = request
+            await _wait_task_rescheduled(abort_sleep)
+        else:
+            await trio.lowlevel.checkpoint()
+    except BaseException:
+        conn.withdraw(request)
+        raise
 
 
 class Relay:
@@ -366,10 +380,7 @@ class Relay:
         # deadline groups unless the request waited for a connection (0.2 us a read).
         now = trio.current_time()
         deadline = now + timeout
-        if key is not None and self._config.retry_ambiguous:
-            return await self._exactly_once(
-                key, request_id, line, op, platform, timeout, deadline, now, wait_connected
-            )
+        keyed = key is not None and self._config.retry_ambiguous
         telemetry = self._telemetry
         record = None if telemetry is None else telemetry.request_started(op, request_id)
         # The hot path is flat on purpose: every coroutine level between the caller
@@ -381,11 +392,25 @@ class Relay:
         if ready is None:
             outcome = _outcome.not_connected(self.state.value)
         elif isinstance(ready, Connection):
-            submitted = ready.submit(request_id, line, deadline, timeout, now)
-            del line  # (sent or queued: not held by this frame while the request waits)
+            if keyed:
+                # Its first attempt has half the time: a lost result is asked again in
+                # time (see ResendPlan); the request's own deadline stays.
+                attempt = now + timeout / 2 if timeout > SPLIT_ABOVE else deadline
+                submitted = ready.submit(request_id, line, attempt, timeout, now)
+            else:
+                submitted = ready.submit(request_id, line, deadline, timeout, now)
+                del line  # (sent or queued: not held by this frame while it waits)
             if isinstance(submitted, Outcome):
+                if keyed and submitted.code != _outcome.QUEUE_FULL:
+                    # The link ended a moment ago: the next one may take it.
+                    assert key is not None
+                    return await self._exactly_once(
+                        key, line, op, platform, timeout, deadline, record, None, None
+                    )
                 outcome = submitted
             else:
+                if keyed:
+                    submitted.own_deadline = deadline
                 # Waits here, not in a coroutine of the connection's (see above); the
                 # connection's ``wake`` ends the wait once the protocol settled it.
                 try:
@@ -399,6 +424,14 @@ class Relay:
                     ready.withdraw(submitted)
                     raise
                 settled = submitted.outcome
+                if keyed and (
+                    settled is None  # overdue: asked again
+                    or (not settled.success and settled.code in _outcome.GATEWAY_CODES)
+                ):
+                    assert key is not None
+                    return await self._exactly_once(
+                        key, line, op, platform, timeout, deadline, record, ready, submitted
+                    )
                 assert settled is not None
                 # Counted in stats.requests by the protocol as it settled the request
                 # (a connection's end counts all K of its requests at once).
@@ -447,82 +480,73 @@ class Relay:
     async def _exactly_once(
         self,
         key: str,
-        request_id: str,
         line: bytes,
         op: str,
         platform: str | None,
         timeout: float,
         deadline: float,
-        now: float,
-        wait_connected: bool,
+        record: RequestRecord | None,
+        conn: Connection | None,
+        submitted: Request | None,
     ) -> Outcome:
-        """A keyed request: written, and written again under the same key after each
-        ending that is not the connector's answer, on the connection the relay has then
-        (waiting for the next one within the deadline), until the connector answers or
-        the deadline passes (`ResendPlan`)."""
-        telemetry = self._telemetry
-        record = None if telemetry is None else telemetry.request_started(op, request_id)
+        """A keyed request whose first attempt got no answer from the connector (it is
+        ``submitted`` on ``conn``, woken settled or overdue; or it could not be sent):
+        written again under the same key, on the same connection when its result is
+        overdue, on the relay's next connection when its own ended (waited for within
+        the deadline), until the connector answers or the deadline passes."""
         plan = ResendPlan(deadline)
+        plan.tries = 1
         counts = self.stats.requests
         outcome: Outcome | None = None
         """What ended the attempts, when it was not an attempt's own ending."""
         last: Outcome | None = None
         """The latest attempt's ending; ambiguous once one attempt was written."""
+        now = trio.current_time()
         while True:
-            ready = self._ready(op, platform)
-            if ready is None and (wait_connected or plan.tries):
-                ready = await self._wait_ready(op, platform, deadline, timeout)
-                now = trio.current_time()
-            if ready is None:
-                outcome = _outcome.not_connected(self.state.value)
-                break
-            if isinstance(ready, Outcome):
-                outcome = ready  # a refusal, or the deadline came while waiting
-                break
-            if plan.tries:
+            if submitted is None or conn is None:
+                if not plan.again(now):
+                    break
+                ready = self._ready(op, platform)
+                if ready is None:
+                    ready = await self._wait_ready(op, platform, deadline, timeout)
+                    now = trio.current_time()
+                if isinstance(ready, Outcome):
+                    outcome = ready  # a refusal, or the deadline came while waiting
+                    break
                 if self._window_of(platform) is None:
                     break  # this connection's connector does not honour keys
                 request_id = self._request_ids.next()
                 line = with_request_id(line, request_id)
                 self._log_resend(op, plan.tries + 1, key)
-            attempt_deadline = plan.attempt_deadline(now)
-            submitted = ready.submit(request_id, line, attempt_deadline, timeout, now)
-            if isinstance(submitted, Outcome):
-                # Not sent: the link ended a moment ago (the next one is waited for), or
-                # the outbox is full (sending again would only fill it more).
-                if submitted.code == _outcome.QUEUE_FULL or not plan.again(now):
-                    outcome = submitted
-                    break
-                await trio.lowlevel.checkpoint()
-                now = trio.current_time()
-                continue
-            submitted.keyed = Keyed(deadline)
+                attempt = plan.attempt_deadline(now)
+                sent = ready.submit(request_id, line, attempt, timeout, now)
+                if isinstance(sent, Outcome):
+                    # Not sent: the link ended a moment ago (the next one is waited
+                    # for), or the outbox is full (sending again would fill it more).
+                    if sent.code == _outcome.QUEUE_FULL:
+                        outcome = sent
+                        break
+                    await trio.lowlevel.checkpoint()
+                    now = trio.current_time()
+                    continue
+                conn, submitted = ready, sent
+                submitted.own_deadline = deadline
+                await _park(conn, submitted)
             written = 0
-            while True:  # until it settles: overdue attempts go again on this connection
-                try:
-                    if submitted.outcome is None:
-                        task = submitted.handle = _current_task()
-                        task.custom_sleep_data = submitted
-                        await _wait_task_rescheduled(abort_sleep)
-                    else:
-                        await trio.lowlevel.checkpoint()
-                except BaseException:
-                    ready.withdraw(submitted)
-                    raise
-                if submitted.outcome is not None:
-                    break
+            while submitted.outcome is None:
                 # Overdue: written, no result in its attempt's time. Lost, or slow: asked
-                # again under the same key, an answer to either settles it.
+                # again under the same key; an answer to either settles it.
                 now = trio.current_time()
                 written += 1
                 request_id = self._request_ids.next()
                 line = with_request_id(line, request_id)
                 self._log_resend(op, plan.tries + 1, key)
-                ready.resend(submitted, request_id, line, plan.attempt_deadline(now), now)
+                conn.resend(submitted, request_id, line, plan.attempt_deadline(now), now)
+                await _park(conn, submitted)
             settled = submitted.outcome
-            assert settled is not None
             if submitted.may_have_left:
                 plan.attempts += 1 + written
+            submitted = None
             if settled.success or settled.code not in _outcome.GATEWAY_CODES:
                 # The connector's answer (counted by the protocol as it settled it).
                 final = with_attempts(settled, plan.attempts)
@@ -534,8 +558,6 @@ class Relay:
             if settled.ambiguous or last is None or not last.ambiguous:
                 last = settled
             now = trio.current_time()
-            if not plan.again(now):
-                break
         if plan.attempts:
             # Written, never answered: ambiguous however the attempts ended.
             assert last is not None and last.ambiguous
