@@ -362,7 +362,19 @@ class Relay:
         except AttributeError:  # not a mapping: encode_request says so
             op = None
         key = None
-        if idempotency_key is not None or op in CONTENT_OPS:
+        if idempotency_key is None and op in CONTENT_OPS:
+            # The common case inline (a call less per request): a content op, the
+            # relay's own key where the platform advertises the window.
+            descriptor = self.descriptors.get(platform or self.default_platform or "")
+            if IDEMPOTENCY_KEY in action:
+                key = self._key_for(action, op, platform, None)
+            elif (
+                descriptor is not None
+                and descriptor.idempotency_window_s is not None
+                and self._config.retry_ambiguous
+            ):
+                key = self._keys.next()
+        elif idempotency_key is not None:
             key = self._key_for(action, op, platform, idempotency_key)
         request_id, line = encode_request(
             self._request_ids,
