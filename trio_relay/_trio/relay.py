@@ -417,7 +417,7 @@ class Relay:
                     # The link ended a moment ago: the next one may take it.
                     assert key is not None
                     return await self._exactly_once(
-                        key, line, op, platform, timeout, deadline, record, None, None
+                        key, action, line, op, platform, timeout, deadline, record, None, None
                     )
                 outcome = submitted
             else:
@@ -442,7 +442,8 @@ class Relay:
                 ):
                     assert key is not None
                     return await self._exactly_once(
-                        key, line, op, platform, timeout, deadline, record, ready, submitted
+                        key, action, line, op, platform, timeout, deadline, record, ready,
+                        submitted,
                     )
                 assert settled is not None
                 # Counted in stats.requests by the protocol as it settled the request
@@ -492,6 +493,7 @@ class Relay:
     async def _exactly_once(
         self,
         key: str,
+        action: Mapping[str, Any],
         line: bytes,
         op: str,
         platform: str | None,
@@ -564,6 +566,8 @@ class Relay:
                 final = with_attempts(settled, plan.attempts)
                 if record is not None:
                     record.settled(final)
+                if self._declines is not None and (not final.success or op == "send"):
+                    self._adapter.settled(self, action, final)  # (the decline latch)
                 return final
             # Not the caller's outcome: the protocol's count of it is taken back.
             counts[stats_label(settled)] -= 1
@@ -580,6 +584,8 @@ class Relay:
         counts[stats_label(final)] += 1  # (an outcome made or kept here)
         if record is not None:
             record.settled(final)
+        if self._declines is not None:
+            self._adapter.settled(self, action, final)
         return final
 
     def _log_resend(self, op: str, attempt: int, key: str) -> None:
