@@ -55,6 +55,9 @@ async def answer(soak: Soak, session: Session, frame: Outbound) -> JsonObject | 
     soak.flags.set(nonce, ledger.ANSWERED)
     if roll > 0.98:
         return {"success": False, "code": "egress_declined", "nonce": nonce}
+    if soak.flags.has(nonce, ledger.CARRIED):
+        soak.duplicates += 1  # the chat shows this message twice
+    soak.flags.set(nonce, ledger.CARRIED)
     return {"success": True, "message_id": f"m-{nonce}"}
 
 
@@ -115,6 +118,8 @@ def _record(soak: Soak, nonce: int, outcome: Outcome, elapsed: float, timeout: f
         if outcome.ambiguous:
             flags.set(nonce, ledger.AMBIGUOUS)
             kind = f"ambiguous:{outcome.code}"
+            if elapsed < timeout - DEADLINE_SLACK:
+                soak.ambiguous_early += 1
         else:
             flags.set(nonce, ledger.DEFINITE)
             kind = f"definite:{outcome.code}"
@@ -128,6 +133,8 @@ def _record(soak: Soak, nonce: int, outcome: Outcome, elapsed: float, timeout: f
         if outcome.result.get("nonce") != nonce:
             soak.mismatched += 1
     soak.report.outcomes[kind] += 1
+    if outcome.attempts > 1:
+        soak.report.resent += 1
 
 
 async def _one_request(

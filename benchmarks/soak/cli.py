@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import random
 import sys
 from collections.abc import Sequence
 
+from .report import SoakReport, compare
 from .run import run_soak
 
 __all__ = ["main"]
@@ -41,6 +43,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="mean seconds between hostile frames (forged early results, NaN, descriptors "
         "for unknown platforms; default 0.5); 0 for none",
     )
+    parser.add_argument(
+        "--idempotency",
+        choices=("off", "on", "both"),
+        default="off",
+        help="the connector honours idempotency keys (on), not (off, the default), or "
+        "run both modes with the same seed and compare them (both)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
     parser.add_argument(
         "--log-level", default="CRITICAL", help="log level for the library's logs on stderr"
@@ -62,19 +71,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.idempotency]
+    # One seed for every mode: the same harness choices (faults, sizes, timeouts).
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    reports: list[SoakReport] = []
     try:
-        report = run_soak(
-            args.seconds,
-            seed=args.seed,
-            requesters=args.requesters,
-            delivery_rate=args.delivery_rate,
-            fault_interval=args.fault_interval,
-            dedupe=args.dedupe,
-            hostile_interval=args.hostile_interval,
-            progress=None if args.quiet else progress,
-        )
+        for idempotency in modes:
+            reports.append(
+                run_soak(
+                    args.seconds,
+                    seed=seed,
+                    requesters=args.requesters,
+                    delivery_rate=args.delivery_rate,
+                    fault_interval=args.fault_interval,
+                    dedupe=args.dedupe,
+                    hostile_interval=args.hostile_interval,
+                    progress=None if args.quiet else progress,
+                    idempotency=idempotency,
+                )
+            )
+            print(reports[-1].render(), flush=True)
     finally:
         root.removeHandler(handler)
         root.setLevel(old_level)
-    print(report.render())
-    return 0 if report.ok else 1
+    if len(reports) > 1:
+        print()
+        print(compare(reports))
+    return 0 if all(report.ok for report in reports) else 1

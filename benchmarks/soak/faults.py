@@ -96,6 +96,13 @@ async def _delay_results(hit: Hit) -> bool:
     return True
 
 
+async def _lose_results(hit: Hit) -> bool:
+    """Carry out the next 1-5 actions but never send their results: the platform call
+    was made, the answer went missing."""
+    hit.connector.lose_results(hit.soak.rng.randint(1, 5), where=lambda action: True)
+    return True
+
+
 async def _restart(hit: Hit) -> bool:
     connector, rng = hit.connector, hit.soak.rng
     if not connector.listening:
@@ -114,6 +121,7 @@ FAULTS: dict[str, Fault] = {
     "silence": _silence,
     "refuse_upgrades": _refuse_upgrades,
     "delay_results": _delay_results,
+    "lose_results": _lose_results,
     "restart": _restart,
 }
 

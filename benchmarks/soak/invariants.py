@@ -63,6 +63,9 @@ class _Tally:
     definite_written: int = 0
     success_unanswered: int = 0
     ambiguous_unwritten: int = 0
+    lost: int = 0
+    ambiguous_carried: int = 0
+    ambiguous_not_carried: int = 0
 
 
 def _tally(flags: ledger.Flags) -> _Tally:
@@ -78,6 +81,13 @@ def _tally(flags: ledger.Flags) -> _Tally:
             tally.success_unanswered += 1
         if value & ledger.AMBIGUOUS and not value & ledger.ATTEMPTED:
             tally.ambiguous_unwritten += 1
+        if value & ledger.SUCCESS and not value & ledger.CARRIED:
+            tally.lost += 1
+        if value & ledger.AMBIGUOUS:
+            if value & ledger.CARRIED:
+                tally.ambiguous_carried += 1
+            else:
+                tally.ambiguous_not_carried += 1
     data.release()
     return tally
 
@@ -124,6 +134,26 @@ def check(soak: Soak, pending: Sequence[str], resources: Resources) -> None:
         t.ambiguous_unwritten == 0,
         f"{ambiguous} ambiguous: {t.ambiguous_unwritten} never handed to the socket",
     )
+    report.duplicates, report.lost = soak.duplicates, t.lost
+    report.ambiguous_carried = t.ambiguous_carried
+    report.ambiguous_not_carried = t.ambiguous_not_carried
+    report.ambiguous_early = soak.ambiguous_early
+    add(
+        "no message carried out twice",
+        soak.duplicates == 0,
+        f"{soak.duplicates} shown twice in the chat",
+    )
+    add(
+        "no success the chat does not show",
+        t.lost == 0,
+        f"{successes} successes: {t.lost} absent from the chat",
+    )
+    if soak.idempotency:
+        add(
+            "with idempotency keys, ambiguous only when the deadline ran out",
+            soak.ambiguous_early == 0,
+            f"{ambiguous} ambiguous: {soak.ambiguous_early} before their deadline",
+        )
     if soak.dialer is not None:
         report.direct_writes = soak.dialer.direct_writes
         report.awaited_writes = soak.dialer.awaited_writes

@@ -1,9 +1,10 @@
 """What the harness knows about each request: two bytes of flags per nonce.
 
-Every action carries a unique ``nonce``. The connector's handler marks it *received*
-and *answered*; the client-side write tap marks it *attempted* (a message carrying its
-frame was handed to the socket) and *written* (that write returned); the requester marks
-how ``request()`` ended. The invariants are statements about these flags.
+Every action carries a unique ``nonce``. The connector's handler marks it *received*,
+*answered* and, when it answers success, *carried out* (the chat shows it); the
+client-side write tap marks it *attempted* (a message carrying its frame was handed to
+the socket) and *written* (that write returned); the requester marks how ``request()``
+ended. The invariants are statements about these flags.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ __all__ = [
     "AMBIGUOUS",
     "ANSWERED",
     "ATTEMPTED",
+    "CARRIED",
     "DEFINITE",
     "FINISHED",
     "RECEIVED",
@@ -33,6 +35,7 @@ DEFINITE = 32  # ... with a gateway-made definite failure
 AMBIGUOUS = 64  # ... with an ambiguous failure
 SUCCESS = 128  # ... with success
 ATTEMPTED = 256  # the client's write of a message carrying it began
+CARRIED = 512  # the connector carried it out (the chat shows it)
 
 _NONCE = re.compile(rb'"nonce":(\d+)(?=\D)')
 """A nonce whose digits are all there (only actions carry one)."""

@@ -10,7 +10,7 @@ import trio_relay
 from .faults import FAULTS
 from .settings import BURST_BYTES
 
-__all__ = ["Invariant", "SoakReport"]
+__all__ = ["Invariant", "SoakReport", "compare"]
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,29 @@ class SoakReport:
     the soak's ``FaultDialer`` streams took: the production write path, under chaos."""
     awaited_writes: int = 0
     """Writes through ``send_all`` (upgrades, the writer task's batches)."""
+    idempotency: bool = False
+    """The mode: the connector honoured idempotency keys (and the relay resent under
+    them)."""
+    resent: int = 0
+    """Requests written more than once (``Outcome.attempts > 1``)."""
+    duplicates: int = 0
+    """Messages the chat shows twice: carried out a second time."""
+    lost: int = 0
+    """Messages reported sent (success) that the chat does not show."""
+    ambiguous_carried: int = 0
+    """Ambiguous outcomes whose message the chat shows (a blind retry would post it
+    twice)."""
+    ambiguous_not_carried: int = 0
+    """Ambiguous outcomes whose message the chat does not show (no retry loses it)."""
+    ambiguous_early: int = 0
+    """Ambiguous outcomes that came before their request's deadline."""
     relay_stats: trio_relay.RelayStats | None = None
     resources: dict[str, tuple[float, float]] = field(default_factory=dict)
     invariants: list[Invariant] = field(default_factory=list)
+
+    @property
+    def ambiguous(self) -> int:
+        return sum(v for k, v in self.outcomes.items() if k.startswith("ambiguous:"))
 
     @property
     def ok(self) -> bool:
@@ -64,7 +84,9 @@ class SoakReport:
             f"trio-relay soak: {self.seconds:g} s of chaos (seed {self.seed}), "
             f"{self.wall_time:.1f} s wall in all"
         )
-        out.append(f"  requests     {self.requests} ({rate:.0f}/s)")
+        mode = "on" if self.idempotency else "off"
+        out.append(f"  idempotency  {mode}")
+        out.append(f"  requests     {self.requests} ({rate:.0f}/s), {self.resent} sent again")
         for kind, count in sorted(self.outcomes.items(), key=lambda kv: (-kv[1], kv[0])):
             out.append(f"    {kind:<34} {count}")
         out.append(
@@ -91,6 +113,11 @@ class SoakReport:
         for name, (before, after) in self.resources.items():
             out.append(f"  {name:<12} {before:g} -> {after:g}")
         out.append(f"  worst lateness past a deadline: {self.max_overshoot * 1000:.1f} ms")
+        out.append(
+            f"  chat         {self.duplicates} shown twice, {self.lost} lost; ambiguous: "
+            f"{self.ambiguous} ({self.ambiguous_carried} in the chat, "
+            f"{self.ambiguous_not_carried} not; {self.ambiguous_early} before their deadline)"
+        )
         out.append("")
         width = max((len(inv.name) for inv in self.invariants), default=10)
         out.append(f"  {'invariant':<{width}}  result  detail")
@@ -116,3 +143,19 @@ class SoakReport:
             f"    frames: sent {stats.frames_sent} in {stats.messages_sent} messages, "
             f"received {stats.frames_received}, rejected {stats.frames_rejected}",
         ]
+
+
+def compare(reports: list[SoakReport]) -> str:
+    """One line per mode: what a user of the chat would see."""
+    head = (
+        f"  {'idempotency':<12} {'requests':>9} {'ambiguous':>10} {'at deadline':>12} "
+        f"{'shown twice':>12} {'lost':>5} {'sent again':>11}"
+    )
+    lines = ["trio-relay soak: the same seeded faults in both modes", head]
+    for r in reports:
+        at_deadline = r.ambiguous - r.ambiguous_early
+        lines.append(
+            f"  {'on' if r.idempotency else 'off':<12} {r.requests:>9} {r.ambiguous:>10} "
+            f"{at_deadline:>12} {r.duplicates:>12} {r.lost:>5} {r.resent:>11}"
+        )
+    return "\n".join(lines)

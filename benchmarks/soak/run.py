@@ -33,6 +33,7 @@ from .observe import errors_visible
 from .report import Invariant, SoakReport
 from .settings import (
     GATEWAY_ID,
+    IDEMPOTENCY_WINDOW,
     MESSAGE_BYTES,
     WATCHDOG_GRACE,
     dedupe_store,
@@ -69,6 +70,7 @@ async def _run(soak: Soak) -> None:
         outbound_handler=answer,
         max_message_bytes=MESSAGE_BYTES,
         record=False,
+        idempotency_window=IDEMPOTENCY_WINDOW if soak.idempotency else None,
     ) as connector:
         store = dedupe_store(soak.dedupe)
         if isinstance(store, RedisDedupeStore):
@@ -198,6 +200,7 @@ def run_soak(
     watchdog_grace: float = WATCHDOG_GRACE,
     dedupe: str | None = None,
     hostile_interval: float = 0.5,
+    idempotency: bool = False,
 ) -> SoakReport:
     """Run the chaos soak for ``seconds`` of injected faults (plus a few seconds to drain
     and close) and return its report; ``report.ok`` says whether every invariant held.
@@ -207,7 +210,9 @@ def run_soak(
     faults; request timeouts are drawn uniformly from ``timeouts``. A run still going
     ``watchdog_grace`` seconds after the chaos ended is cancelled and reported wedged.
     ``hostile_interval``: mean seconds between hostile frames (see :mod:`.hostile`; 0:
-    none). ``dedupe``: the relay's dedupe store, a Redis URL (``redis://host:port/0``) or a
+    none). ``idempotency``: the connector honours idempotency keys, so the relay sends an
+    ambiguous request again under its key (docs/protocol.md, "Idempotency keys").
+    ``dedupe``: the relay's dedupe store, a Redis URL (``redis://host:port/0``) or a
     SQLite path; None keeps the default memory store. Must not be called from inside a
     Trio run.
     """
@@ -226,6 +231,7 @@ def run_soak(
         watchdog_grace=watchdog_grace,
         dedupe=dedupe,
         hostile_interval=hostile_interval,
+        idempotency=idempotency,
     )
     soak.report.dedupe = _masked(dedupe)
 

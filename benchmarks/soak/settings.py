@@ -13,6 +13,7 @@ __all__ = [
     "CHATS",
     "DEADLINE_SLACK",
     "GATEWAY_ID",
+    "IDEMPOTENCY_WINDOW",
     "MESSAGE_BYTES",
     "dedupe_store",
     "PLATFORM",
@@ -24,6 +25,10 @@ __all__ = [
 GATEWAY_ID = "soak-gateway"
 PLATFORM = "relay"
 CHATS = 8
+
+IDEMPOTENCY_WINDOW = 300.0
+"""The connector's idempotency window in the mode with keys: far longer than any
+request's deadline (at most 2 s), so every resend finds its first attempt."""
 
 DEADLINE_SLACK = 0.25
 """Seconds a request may end after its deadline before it counts as late: the time the

@@ -37,6 +37,9 @@ class Soak:
     :func:`.settings.dedupe_store`)."""
     dialer: FaultDialer | None = None
     """What the relay dials through: a pass-through with a tap on the client's writes."""
+    idempotency: bool = False
+    """The connector honours idempotency keys (the relay then sends an ambiguous
+    request again under its key)."""
     progress: Callable[[str], None] | None = None
     watchdog_grace: float = 180.0
     rng: random.Random = field(init=False)
@@ -47,6 +50,10 @@ class Soak:
     doubles: int = 0
     """Requests that returned twice."""
     mismatched: int = 0
+    duplicates: int = 0
+    """Messages the connector carried out a second time (the chat shows them twice)."""
+    ambiguous_early: int = 0
+    """Ambiguous outcomes that came before their request's deadline."""
     """Answers delivered to a request they do not belong to."""
     handled: bytearray = field(default_factory=bytearray)
     """Per delivery index: how many times its handler completed (capped at 255)."""
@@ -69,4 +76,6 @@ class Soak:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
-        self.report = SoakReport(seconds=self.seconds, seed=self.seed)
+        self.report = SoakReport(
+            seconds=self.seconds, seed=self.seed, idempotency=self.idempotency
+        )

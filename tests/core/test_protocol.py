@@ -524,3 +524,70 @@ def test_encode_request_refuses_the_callers_mistakes(
 
 def test_ack_line_is_the_inbound_ack_frame() -> None:
     assert json.loads(ack_line("b-17")) == {"type": "inbound_ack", "bufferId": "b-17"}
+
+
+# --- keyed requests (idempotency keys) -------------------------------------------------
+
+
+def keyed(protocol: RelayProtocol, request_id: str, *, attempt: float, deadline: float,
+          written: bool = True) -> Request:
+    req = Request(request_id, b"line\n", attempt, deadline)
+    req.own_deadline = deadline
+    protocol.add(req, 0.0)
+    if written:
+        req.mark_sending()
+    return req
+
+
+def test_a_keyed_attempt_past_its_time_is_handed_back_overdue_not_settled() -> None:
+    protocol, stats = connected("slack")
+    req = keyed(protocol, "r1", attempt=5.0, deadline=10.0)
+    assert protocol.next_deadline == 5.0
+    assert protocol.expire(5.0) == [req]
+    assert req.outcome is None and req.state is RequestState.WRITTEN
+    assert protocol.requests == {"r1": req} and not stats.requests
+    protocol.again(req, "r2", 7.5, 5.0)
+    assert protocol.next_deadline == 7.5 and set(protocol.requests) == {"r1", "r2"}
+
+
+@pytest.mark.parametrize("answered", ["r1", "r2"])
+def test_a_result_for_any_attempt_settles_the_request_once(answered: str) -> None:
+    protocol, stats = connected("slack")
+    req = keyed(protocol, "r1", attempt=5.0, deadline=10.0)
+    protocol.expire(5.0)
+    protocol.again(req, "r2", 10.0, 5.0)
+    assert protocol.receive(result(answered, success=True, message_id="m1")) == [req]
+    assert req.outcome is not None and req.outcome.result["message_id"] == "m1"
+    assert protocol.requests == {}
+    other = "r2" if answered == "r1" else "r1"
+    assert protocol.receive(result(other, success=True, message_id="m1")) == []  # late
+    assert stats.requests == {"success": 1}
+
+
+def test_an_unwritten_keyed_attempt_waits_for_its_own_deadline() -> None:
+    protocol, _ = connected("slack")
+    req = keyed(protocol, "r1", attempt=5.0, deadline=10.0, written=False)
+    assert protocol.expire(5.0) == []  # nothing of it left: nothing to ask again
+    assert protocol.next_deadline == 10.0
+    (expired,) = protocol.expire(10.0)
+    assert expired is req and req.outcome is not None and not req.outcome.ambiguous
+
+
+def test_the_end_settles_a_request_sent_twice_once() -> None:
+    protocol, stats = connected("slack")
+    req = keyed(protocol, "r1", attempt=5.0, deadline=10.0)
+    protocol.expire(5.0)
+    protocol.again(req, "r2", 10.0, 5.0)
+    assert protocol.end("reset") == [req]
+    assert req.outcome is not None and req.outcome.ambiguous
+    assert stats.requests == {"connection_lost": 1}
+
+
+def test_an_abandoned_request_sent_twice_leaves_no_id_behind() -> None:
+    protocol, _ = connected("slack")
+    req = keyed(protocol, "r1", attempt=5.0, deadline=10.0)
+    protocol.expire(5.0)
+    protocol.again(req, "r2", 10.0, 5.0)
+    protocol.abandon(req)
+    assert protocol.requests == {}
+    assert protocol.receive(result("r2", success=True)) == []

@@ -222,3 +222,35 @@ async def test_a_script_presses_stop_on_a_turn_waiting_for_an_answer(tmp_path: P
         "--- transcript of C1\nU1 #u1: deploy\nbot prompt #m1: Sure? [yes: Yes] [no: No]\n"
         "U1 [stop]\n---"
     ) in text + "---", text
+
+
+async def test_the_connector_command_honours_idempotency_keys() -> None:
+    async with connector_process("--idempotency-window", "60") as (_, output, url):
+        async with trio_relay.open_relay(
+            url, identities=[trio_relay.Identity("slack", "B1")]
+        ) as relay:
+            await relay.wait_connected(10)
+            assert relay.descriptors["slack"].idempotency_window_s == 60
+            assert (await output.until("-> descriptor")).endswith(" idempotency=60s")
+            action = {"op": "send", "chat_id": "C1", "content": "once"}
+            first = await relay.request(action, idempotency_key="reply-1")
+            again = await relay.request(action, idempotency_key="reply-1")
+            request = await output.until("<- outbound")
+            assert request.endswith('send chat_id=C1 keyed "once"')  # never the key itself
+            assert "ok message_id=m1" in await output.until("-> outbound_result")
+            assert (await output.until("-> outbound_result")).endswith(
+                "ok message_id=m1 replayed=True"
+            )
+        assert first.success and not first.replayed
+        assert again.success and again.replayed
+        assert "reply-1" not in "\n".join(output.lines)
+
+
+def test_a_bad_idempotency_window_is_one_line() -> None:
+    done = subprocess.run(
+        [*CONNECTOR, "--idempotency-window", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "trio-relay connector: --idempotency-window must be a positive number of seconds, got 0"
+    )

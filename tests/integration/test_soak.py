@@ -26,11 +26,22 @@ SECONDS = 7.0
 __all__ = ["redis_server"]  # a fixture, used below
 
 
-def _short_soak(seed: int | None, seconds: float, dedupe: str | None) -> SoakReport:
-    return run_soak(seconds, seed=seed, fault_interval=0.5, watchdog_grace=60.0, dedupe=dedupe)
+def _short_soak(
+    seed: int | None, seconds: float, dedupe: str | None, idempotency: bool = False
+) -> SoakReport:
+    return run_soak(
+        seconds,
+        seed=seed,
+        fault_interval=0.5,
+        watchdog_grace=60.0,
+        dedupe=dedupe,
+        idempotency=idempotency,
+    )
 
 
-def _in_fresh_interpreter(seconds: float, dedupe: str | None = None) -> SoakReport:
+def _in_fresh_interpreter(
+    seconds: float, dedupe: str | None = None, idempotency: bool = False
+) -> SoakReport:
     """The soak checks this process's file descriptors and resident memory, which the
     suite's earlier tests would otherwise have shaped: run it in an interpreter of its
     own."""
@@ -45,7 +56,7 @@ def _in_fresh_interpreter(seconds: float, dedupe: str | None = None) -> SoakRepo
         initializer=import_benchmarks,
         initargs=("soak",),
     ) as pool:
-        return pool.submit(_short_soak, seed, seconds, dedupe).result()
+        return pool.submit(_short_soak, seed, seconds, dedupe, idempotency).result()
 
 
 @pytest.mark.slow
@@ -60,6 +71,21 @@ def test_short_soak_holds_every_invariant() -> None:
     assert sum(report.hostile.values()) > 0, table  # the hostile actor was at work
     # Production's write path ran under the faults: requests wrote their own frames.
     assert report.direct_writes > 0, table
+
+
+@pytest.mark.slow
+def test_short_soak_with_idempotency_keys_is_exactly_once() -> None:
+    """``trio-relay soak --idempotency on``: the same faults, lost results among them,
+    against a connector that honours keys: nothing shown twice, nothing lost, and an
+    ambiguous outcome only where a request's own deadline ran out."""
+    report = _in_fresh_interpreter(5.0, idempotency=True)
+    table = report.render()
+    assert report.ok, table
+    assert report.idempotency and "idempotency  on" in table
+    assert report.resent > 0, table  # ambiguity was met, and sent away again
+    assert report.duplicates == 0 and report.lost == 0, table
+    assert report.ambiguous_early == 0, table
+    assert not [kind for kind in report.outcomes if kind == "ambiguous:connection_lost"], table
 
 
 @pytest.mark.slow
@@ -106,3 +132,20 @@ def test_the_hostile_actor_predicts_a_counter_and_forges_what_json_refuses() -> 
 
     with pytest.raises(ValueError, match="NaN"):
         json.loads(line, parse_constant=refuse)
+
+
+def test_the_comparison_has_one_line_per_mode() -> None:
+    from trio_relay_benchmarks.soak.report import compare
+
+    off = SoakReport(seconds=1.0, seed=5, requests=100, ambiguous_early=6)
+    off.outcomes["ambiguous:connection_lost"] = 6
+    off.outcomes["ambiguous:timeout"] = 2
+    on = SoakReport(seconds=1.0, seed=5, idempotency=True, requests=90, resent=9)
+    on.outcomes["ambiguous:timeout"] = 2
+    lines = compare([off, on]).splitlines()
+    assert lines[1].split() == [
+        "idempotency", "requests", "ambiguous", "at", "deadline", "shown", "twice", "lost",
+        "sent", "again",
+    ]  # fmt: skip
+    assert lines[2].split() == ["off", "100", "8", "2", "0", "0", "0"]
+    assert lines[3].split() == ["on", "90", "2", "2", "0", "0", "9"]

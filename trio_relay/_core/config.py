@@ -197,6 +197,14 @@ class RelayConfig:
     ``on_interrupt``, false with one (the handler then decides); ``True`` with an
     ``on_interrupt`` runs it *and* cancels. Only a turn already running is stopped: a
     message still waiting in its chat's queue runs as usual."""
+    retry_ambiguous: bool = True
+    """Where a chat's descriptor advertises ``idempotency_window_s``, each content op
+    (send, edit, delete, prompt, follow_up, send_media, task_card) carries a key of the
+    relay's own, and a request whose ending is ambiguous is sent again under it on the
+    next connection (or when its result does not come) until a definite answer or its
+    deadline: see [`Outcome.attempts`][trio_relay.Outcome]. ``False`` keeps the frames and
+    outcomes of a platform without the extension (a caller's own ``idempotency_key``
+    is still sent)."""
     go_idle_on_close: bool = True
     """Leaving ``open_relay`` first sends ``going_idle`` and keeps serving until the
     connector's ``going_idle_ack`` (within ``drain_timeout``), so an event racing the

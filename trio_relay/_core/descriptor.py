@@ -43,6 +43,12 @@ def _str_or_none(obj: dict[str, Any], key: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _positive_number(value: object) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value) if value != float("inf") else None
+    return None
+
+
 def _ops(value: object) -> tuple[str, ...]:
     # A bare string is iterable too, but "send" is not the op list ("s", "e", ...).
     if not isinstance(value, (list, tuple)):
@@ -81,6 +87,10 @@ class Descriptor:
     """Whether a ``draft`` stream becomes the message itself (sealed by a final draft)
     rather than a preview followed by a ``send``; ``None`` when the connector did not
     say (see [`stream_is_message`][trio_relay.Descriptor.stream_is_message])."""
+    idempotency_window_s: float | None = None
+    """Seconds within which the connector carries out an ``idempotency_key`` at most once
+    (docs/protocol.md, "Idempotency keys"); ``None`` when it does not advertise the
+    extension (a missing, non-numeric or non-positive value)."""
     # Excluded from the hash (a dict has none) and the repr (it repeats the fields).
     raw: dict[str, Any] = field(default_factory=dict, hash=False, repr=False)
 
@@ -124,6 +134,7 @@ class Descriptor:
             draft_stream_is_message=(
                 stream_is_message if isinstance(stream_is_message, bool) else None
             ),
+            idempotency_window_s=_positive_number(obj.get("idempotency_window_s")),
             raw=dict(obj),
         )
 

@@ -12,7 +12,7 @@ Sans-I/O: no Trio, no sockets.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 # Failure codes the gateway itself produces; connector codes pass through unchanged.
@@ -25,6 +25,8 @@ REVOKED = "revoked"
 QUEUE_FULL = "queue_full"
 UNSUPPORTED_OP = "unsupported_op"
 DRAFT_SEALED = "draft_sealed"
+# The connector's refusal of a repeated idempotency key with another action.
+IDEMPOTENCY_CONFLICT = "idempotency_conflict"
 # The connector's refusal, named by docs/protocol.md, "Egress declines"; also the code
 # of a request the gateway answers itself because its chat is latched.
 EGRESS_DECLINED = "egress_declined"
@@ -55,6 +57,10 @@ class Outcome:
     ``success`` and ``result`` come from the connector when it answered; otherwise
     ``success`` is false, ``code`` names the situation (``"timeout"``,
     ``"connection_lost"``, ...) and ``error`` says it in words.
+
+    ``attempts`` is how many times the request was written: 0 when nothing left, more
+    than 1 when the relay sent it again under its idempotency key (docs/protocol.md,
+    "Idempotency keys"); it takes no part in equality.
     """
 
     success: bool
@@ -62,6 +68,13 @@ class Outcome:
     error: str | None = None
     code: str | None = None
     result: dict[str, Any] = field(default_factory=dict)
+    attempts: int = field(default=1, compare=False)
+
+    @property
+    def replayed(self) -> bool:
+        """True when the connector answered from its idempotency store (``result.replayed``):
+        an earlier attempt under the same key was carried out, and this is its result."""
+        return self.result.get("replayed") is True
 
     @property
     def egress_declined(self) -> bool:
@@ -99,12 +112,13 @@ class Outcome:
         _set_error(outcome, error if isinstance(error, str) else None)
         _set_code(outcome, code if isinstance(code, str) else None)
         _set_result(outcome, result)
+        _set_attempts(outcome, 1)
         return outcome
 
     @classmethod
     def definite(cls, code: str, error: str) -> Outcome:
         """A failure where the frame never reached the connector: safe to retry."""
-        return cls(success=False, ambiguous=False, error=error, code=code)
+        return cls(success=False, ambiguous=False, error=error, code=code, attempts=0)
 
     @classmethod
     def ambiguous_failure(cls, code: str, error: str) -> Outcome:
@@ -131,6 +145,7 @@ _set_ambiguous = Outcome.__dict__["ambiguous"].__set__
 _set_error = Outcome.__dict__["error"].__set__
 _set_code = Outcome.__dict__["code"].__set__
 _set_result = Outcome.__dict__["result"].__set__
+_set_attempts = Outcome.__dict__["attempts"].__set__
 
 
 def stats_label(outcome: Outcome) -> str:
@@ -154,7 +169,13 @@ def plain_success() -> Outcome:
     _set_error(outcome, None)
     _set_code(outcome, None)
     _set_result(outcome, {"success": True})
+    _set_attempts(outcome, 1)
     return outcome
+
+
+def with_attempts(outcome: Outcome, attempts: int) -> Outcome:
+    """``outcome`` as the end of a request written ``attempts`` times."""
+    return outcome if outcome.attempts == attempts else replace(outcome, attempts=attempts)
 
 
 def closing() -> Outcome:

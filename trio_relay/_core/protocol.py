@@ -77,6 +77,7 @@ __all__ = [
     "RequestState",
     "ack_line",
     "encode_request",
+    "with_request_id",
 ]
 
 logger = logging.getLogger("trio_relay")
@@ -116,6 +117,7 @@ class Request:
         "handle",
         "line",
         "may_have_left",
+        "own_deadline",
         "request_id",
         "timeout",
     )
@@ -135,6 +137,13 @@ class Request:
         self.handle: Any = None
         self.group: deque[Request] | None = None
         """Its deadline group (see `RelayProtocol.expire`)."""
+        self.own_deadline: float | None = None
+        """Set for a request under an idempotency key: its own deadline, ``deadline``
+        being its current attempt's. When an attempt's deadline passes with the frame
+        written, `RelayProtocol.expire` hands the request back *overdue* (no outcome),
+        and the shell sends it again under a new id (`RelayProtocol.again`): a result
+        for any of its ids settles it (the connector answers a repeat with the first
+        result, and a late answer to the first attempt is still the answer)."""
 
     @property
     def outcome(self) -> Outcome | None:
@@ -214,8 +223,12 @@ def encode_request(
     platform: str | None,
     bot_id: str | None,
     max_message_bytes: int,
+    idempotency_key: str | None = None,
 ) -> tuple[str, bytes]:
     """The ``outbound`` frame for ``action``: a fresh request id and the wire line.
+
+    ``idempotency_key`` (a checked key, see `check_key`) is added to the action as
+    its ``idempotency_key`` field; ``None`` leaves the action's bytes as they are.
 
     Raises ``TypeError`` for an action that is not a mapping with a string ``op`` or is
     not JSON-serialisable, ``ValueError`` for one larger than ``max_message_bytes``:
@@ -234,6 +247,12 @@ def encode_request(
         action_json = encode_value(action)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"action is not JSON-serialisable: {exc}") from None
+    if idempotency_key is not None:
+        # Spliced before the action's closing brace: a key's alphabet needs no JSON
+        # escaping, and the action (a non-empty object: it has an op) is not copied.
+        action_json = b"".join(
+            (action_json[:-1], _KEY_FIELD, idempotency_key.encode("ascii"), b'"}')
+        )
     line = b"".join(
         (
             _OUTBOUND_HEAD,
@@ -253,6 +272,19 @@ def encode_request(
 
 _OUTBOUND_HEAD: Final = b'{"type":"outbound","requestId":"'
 _ACTION_KEY: Final = b'","action":'
+_KEY_FIELD: Final = b',"idempotency_key":"'
+_ID_AT: Final = len(_OUTBOUND_HEAD)
+
+
+def with_request_id(line: bytes, request_id: str) -> bytes:
+    """An ``outbound`` line made by `encode_request`, under another request id of the
+    same length: the same frame, sent again as a request of its own."""
+    end = _ID_AT + len(request_id)
+    if line[end : end + len(_ACTION_KEY)] != _ACTION_KEY:
+        raise ValueError("not a line made by encode_request, or an id of another length")
+    return b"".join((line[:_ID_AT], request_id.encode("ascii"), line[end:]))
+
+
 _ROUTE_TAILS: dict[tuple[str, str | None], bytes] = {}
 _MAX_ROUTE_TAILS: Final = 256
 
@@ -288,6 +320,7 @@ class RelayProtocol:
     """
 
     __slots__ = (
+        "_aliases",
         "_closing",
         "_decoder",
         "_earliest",
@@ -314,6 +347,8 @@ class RelayProtocol:
         """The requests not yet settled, by id."""
         self._groups: dict[int, deque[Request]] = {}
         self._earliest = math.inf
+        self._aliases: dict[Request, tuple[str, ...]] = {}
+        """Keyed requests sent more than once on this connection: their later ids."""
         self._idle_asked = False
         self.idle_acked = False
         self._closing: tuple[str, int, str, bool] | None = None
@@ -350,6 +385,9 @@ class RelayProtocol:
     def add(self, request: Request, now: float) -> None:
         """Track ``request`` (pending) until its result, its deadline or the end."""
         self.requests[request.request_id] = request
+        self._group(request, now)
+
+    def _group(self, request: Request, now: float) -> None:
         if request.deadline == math.inf:
             return  # never expires
         # Grouped by remaining time (to the millisecond): within a group, deadlines only
@@ -363,6 +401,26 @@ class RelayProtocol:
         request.group = group
         if request.deadline < self._earliest:
             self._earliest = request.deadline
+
+    def again(self, request: Request, request_id: str, deadline: float, now: float) -> None:
+        """``request`` (keyed, handed back overdue by `expire`) is sent again under
+        ``request_id``, its attempt ending at ``deadline``: a result for it, or for any
+        earlier id of the request, settles it."""
+        own = request.own_deadline
+        assert own is not None and not request.abandoned
+        self.requests[request_id] = request
+        self._aliases[request] = (*self._aliases.get(request, ()), request_id)
+        request.deadline = min(deadline, own)
+        self._group(request, now)
+        if request.deadline < self._earliest:
+            self._earliest = request.deadline
+
+    def _forget(self, request: Request) -> None:
+        """Drop a request's later ids from the table (its first is dropped by the
+        caller)."""
+        if self._aliases:
+            for request_id in self._aliases.pop(request, ()):
+                self.requests.pop(request_id, None)
 
     def abandon(self, request: Request) -> None:
         """The caller gave up (cancelled): settled without an outcome; a late result is
@@ -378,6 +436,7 @@ class RelayProtocol:
             self._stats.requests[stats_label(settled)] -= 1
         request.abandoned = True
         self.requests.pop(request.request_id, None)
+        self._forget(request)
 
     @property
     def next_deadline(self) -> float:
@@ -393,28 +452,47 @@ class RelayProtocol:
 
     def expire(self, now: float) -> list[Request]:
         """Settle every request whose deadline has passed (``timeout``, ambiguous if it
-        was written), counted in ``stats.requests``; returns them."""
+        was written), counted in ``stats.requests``; returns them. A keyed request whose
+        attempt (not its own deadline) has passed is returned too, *overdue*: without an
+        outcome if it was written (the shell sends it again, `again`), and kept waiting
+        for its own deadline if it was not (nothing of it has left)."""
         if self._earliest > now:
             return []
         expired: list[Request] = []
+        regroup: list[Request] = []
         counts = self._stats.requests
         earliest = math.inf
         for key, group in list(self._groups.items()):
             while group and (group[0].abandoned or group[0].deadline <= now):
                 request = group.popleft()
-                if not request.abandoned:
-                    self.requests.pop(request.request_id, None)
-                    request.abandoned = True
-                    request._outcome = _outcome.timed_out(
-                        request.timeout, written=request.may_have_left
-                    )
-                    counts[_outcome.TIMEOUT] += 1
-                    expired.append(request)
+                if request.abandoned:
+                    continue
+                own = request.own_deadline
+                if own is not None and request.deadline < own:
+                    request.group = None
+                    if request.may_have_left:
+                        expired.append(request)  # overdue: no outcome
+                    else:
+                        request.deadline = own
+                        regroup.append(request)
+                    continue
+                self.requests.pop(request.request_id, None)
+                self._forget(request)
+                request.abandoned = True
+                request._outcome = _outcome.timed_out(
+                    request.timeout, written=request.may_have_left
+                )
+                counts[_outcome.TIMEOUT] += 1
+                expired.append(request)
             if group:
                 earliest = min(earliest, group[0].deadline)
             else:
                 del self._groups[key]
         self._earliest = earliest
+        for request in regroup:
+            self._group(request, now)
+            if request.deadline < self._earliest:
+                self._earliest = request.deadline
         return expired
 
     # --- what the connector sends ----------------------------------------------------
@@ -447,6 +525,9 @@ class RelayProtocol:
             elif request.may_have_left:
                 stats.frames_received += 1
                 del requests[request_id]
+                if self._aliases and request in self._aliases:  # sent more than once
+                    requests.pop(request.request_id, None)
+                    self._forget(request)
                 # (A plain success is made by its caller: see Request.outcome.)
                 if result is None:
                     request._outcome = _PLAIN_SUCCESS
@@ -589,6 +670,9 @@ class RelayProtocol:
         if not self.requests:
             return []  # (the common end of an idle link: no outcome to make)
         settled = list(self.requests.values())
+        if self._aliases:
+            settled = list(dict.fromkeys(settled))  # one entry per request, not per id
+            self._aliases = {}
         self.requests = {}
         # One outcome of each kind for all: Outcome is immutable, and a thousand
         # requests must be settled in the moment the link is known dead.

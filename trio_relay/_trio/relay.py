@@ -29,16 +29,24 @@ from .._core.descriptor import LEGACY_OPS, Descriptor
 from .._core.errors import InsecureURLError
 from .._core.frames import Interrupt
 from .._core.health import Health, assess
+from .._core.idempotency import (
+    CONTENT_OPS,
+    IDEMPOTENCY_KEY,
+    SPLIT_ABOVE,
+    IdempotencyKeys,
+    ResendPlan,
+    check_key,
+)
 from .._core.idle_cut import IdleCut
 from .._core.lifecycle import Lifecycle, RedialHold
-from .._core.outcome import Outcome, stats_label
+from .._core.outcome import Outcome, stats_label, with_attempts
 from .._core.prompts import OptionSpec, PromptAnswer
-from .._core.protocol import encode_request
+from .._core.protocol import Request, encode_request, with_request_id
 from .._core.request_ids import RequestIds
 from .._core.settings import ConnectionSettings, DialSettings
 from .._core.state import State
 from .._core.stats import RelayStats
-from .._core.telemetry import Telemetry
+from .._core.telemetry import RequestRecord, Telemetry
 from .._core.url import normalize_url
 from .adapter.plane import AdapterPlane
 from .adapter.streaming import StreamReply
@@ -56,6 +64,19 @@ _current_task = trio.lowlevel.current_task
 _wait_task_rescheduled = trio.lowlevel.wait_task_rescheduled
 
 logger = logging.getLogger("trio_relay")
+
+async def _park(conn: Connection, request: Request) -> None:
+    """Wait until ``request`` is settled or handed back overdue (`wake`)."""
+    try:
+        if request.outcome is None:
+            task = request.handle = _current_task()
+            task.custom_sleep_data = request
+            await _wait_task_rescheduled(abort_sleep)
+        else:
+            await trio.lowlevel.checkpoint()
+    except BaseException:
+        conn.withdraw(request)
+        raise
 
 
 class Relay:
@@ -115,6 +136,7 @@ class Relay:
         self.descriptors: dict[str, Descriptor] = {}
         self.default_platform: str | None = None
         self._request_ids = RequestIds()
+        self._keys = IdempotencyKeys()
         backoff = Backoff(
             initial=config.backoff_initial,
             maximum=config.backoff_max,
@@ -307,6 +329,7 @@ class Relay:
         # cancel scope cannot give.
         timeout: float | None = None,  # noqa: ASYNC109
         wait_connected: bool = False,
+        idempotency_key: str | None = None,
     ) -> Outcome:
         """Send ``action`` to the connector and return how it ended.
 
@@ -319,7 +342,21 @@ class Relay:
         ``timeout`` defaults to ``config.request_timeout``. Between connections the
         request fails at once, unless ``wait_connected`` is true: then it waits for the
         next connection within the same timeout.
+
+        Where the platform's descriptor advertises ``idempotency_window_s``, a content
+        op (send, edit, delete, prompt, follow_up, send_media, task_card) carries an
+        ``idempotency_key``, and an ambiguous ending is not the end: the same action
+        under the same key is sent again on the next connection, or when its result is
+        overdue, until the connector answers or the deadline passes (see
+        ``config.retry_ambiguous``). The outcome's ``attempts`` says how many times it
+        was written, ``replayed`` whether the connector answered from an earlier
+        attempt. ``idempotency_key`` is the caller's own key (at most 64 characters of
+        ``A-Z a-z 0-9 _ . : -``, for a content op only), for a request that must stay
+        one across the caller's own restarts; the relay's keys are unique per process
+        otherwise. Keys are never logged above DEBUG.
         """
+        if idempotency_key is not None:
+            check_key(idempotency_key)
         # The one send point: fills the chat's routing metadata, strips unrendered format
         # hints, refuses content for a latched chat and a draft after its seal; and
         # below, once settled, the latch learns how the request ended.
@@ -335,14 +372,34 @@ class Relay:
             raise ValueError(
                 f"no identity for platform {platform!r}; configured: {sorted(self._bot_ids)}"
             )
+        try:
+            op = action.get("op")
+        except AttributeError:  # not a mapping: encode_request says so
+            op = None
+        key = None
+        if idempotency_key is None and op in CONTENT_OPS:
+            # The common case inline (a call less per request): a content op, the
+            # relay's own key where the platform advertises the window.
+            descriptor = self.descriptors.get(platform or self.default_platform or "")
+            if IDEMPOTENCY_KEY in action:
+                key = self._key_for(action, op, platform, None)
+            elif (
+                descriptor is not None
+                and descriptor.idempotency_window_s is not None
+                and self._config.retry_ambiguous
+            ):
+                key = self._keys.next()
+        elif idempotency_key is not None:
+            key = self._key_for(action, op, platform, idempotency_key)
         request_id, line = encode_request(
             self._request_ids,
             action,
             platform=platform,
             bot_id=None if platform is None else bot_id or self._bot_ids[platform],
             max_message_bytes=self._config.max_message_bytes,
+            idempotency_key=None if key is None or IDEMPOTENCY_KEY in action else key,
         )
-        op: str = action["op"]  # (a str: encode_request checked it)
+        op = action["op"]  # (a str: encode_request checked it)
         timeout = self._config.request_timeout if timeout is None else timeout
         if not timeout > 0:  # NaN fails this too
             raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -350,6 +407,7 @@ class Relay:
         # deadline groups unless the request waited for a connection (0.2 us a read).
         now = trio.current_time()
         deadline = now + timeout
+        keyed = key is not None and self._config.retry_ambiguous
         telemetry = self._telemetry
         record = None if telemetry is None else telemetry.request_started(op, request_id)
         # The hot path is flat on purpose: every coroutine level between the caller
@@ -361,11 +419,25 @@ class Relay:
         if ready is None:
             outcome = _outcome.not_connected(self.state.value)
         elif isinstance(ready, Connection):
-            submitted = ready.submit(request_id, line, deadline, timeout, now)
-            del line  # (sent or queued: not held by this frame while the request waits)
+            if keyed:
+                # Its first attempt has half the time: a lost result is asked again in
+                # time (see ResendPlan); the request's own deadline stays.
+                attempt = now + timeout / 2 if timeout > SPLIT_ABOVE else deadline
+                submitted = ready.submit(request_id, line, attempt, timeout, now)
+            else:
+                submitted = ready.submit(request_id, line, deadline, timeout, now)
+                del line  # (sent or queued: not held by this frame while it waits)
             if isinstance(submitted, Outcome):
+                if keyed and submitted.code != _outcome.QUEUE_FULL:
+                    # The link ended a moment ago: the next one may take it.
+                    assert key is not None
+                    return await self._exactly_once(
+                        key, action, line, op, platform, timeout, deadline, record, None, None
+                    )
                 outcome = submitted
             else:
+                if keyed:
+                    submitted.own_deadline = deadline
                 # Waits here, not in a coroutine of the connection's (see above); the
                 # connection's ``wake`` ends the wait once the protocol settled it.
                 try:
@@ -379,6 +451,15 @@ class Relay:
                     ready.withdraw(submitted)
                     raise
                 settled = submitted.outcome
+                if keyed and (
+                    settled is None  # overdue: asked again
+                    or (not settled.success and settled.code in _outcome.GATEWAY_CODES)
+                ):
+                    assert key is not None
+                    return await self._exactly_once(
+                        key, action, line, op, platform, timeout, deadline, record, ready,
+                        submitted,
+                    )
                 assert settled is not None
                 # Counted in stats.requests by the protocol as it settled the request
                 # (a connection's end counts all K of its requests at once).
@@ -393,6 +474,145 @@ class Relay:
         if record is not None:
             record.settled(outcome)
         return outcome
+
+    # --- exactly once (docs/protocol.md, "Idempotency keys") ----------------------
+
+    def _window_of(self, platform: str | None) -> float | None:
+        """The idempotency window the platform's descriptor advertises, or None."""
+        descriptor = self.descriptors.get(platform or self.default_platform or "")
+        return None if descriptor is None else descriptor.idempotency_window_s
+
+    def _key_for(
+        self, action: Mapping[str, Any], op: object, platform: str | None, caller_key: str | None
+    ) -> str | None:
+        """This request's idempotency key (added to the action unless it carries one
+        already), or None: not a content op, or a platform without the extension."""
+        if caller_key is not None:
+            if isinstance(op, str) and op not in CONTENT_OPS:
+                raise ValueError(
+                    f"idempotency_key is for content ops ({', '.join(sorted(CONTENT_OPS))}); "
+                    f"{op!r} is not one"
+                )
+            if IDEMPOTENCY_KEY in action:
+                raise ValueError("the action carries an idempotency_key already; give the key once")
+        elif IDEMPOTENCY_KEY in action:
+            # The caller's own, inside the action: sent as it is, and resent under it.
+            own: str = check_key(action[IDEMPOTENCY_KEY])
+            return own if self._window_of(platform) is not None else None
+        if self._window_of(platform) is None:
+            return None  # nothing of the extension for this platform: the same bytes
+        if caller_key is not None:
+            return caller_key
+        return self._keys.next() if self._config.retry_ambiguous else None
+
+    async def _exactly_once(
+        self,
+        key: str,
+        action: Mapping[str, Any],
+        line: bytes,
+        op: str,
+        platform: str | None,
+        timeout: float,
+        deadline: float,
+        record: RequestRecord | None,
+        conn: Connection | None,
+        submitted: Request | None,
+    ) -> Outcome:
+        """A keyed request whose first attempt got no answer from the connector (it is
+        ``submitted`` on ``conn``, woken settled or overdue; or it could not be sent):
+        written again under the same key, on the same connection when its result is
+        overdue, on the relay's next connection when its own ended (waited for within
+        the deadline), until the connector answers or the deadline passes."""
+        plan = ResendPlan(deadline)
+        plan.tries = 1
+        counts = self.stats.requests
+        outcome: Outcome | None = None
+        """What ended the attempts, when it was not an attempt's own ending."""
+        last: Outcome | None = None
+        """The latest attempt's ending; ambiguous once one attempt was written."""
+        now = trio.current_time()
+        while True:
+            if submitted is None or conn is None:
+                if not plan.again(now):
+                    break
+                ready = self._ready(op, platform)
+                if ready is None:
+                    ready = await self._wait_ready(op, platform, deadline, timeout)
+                    now = trio.current_time()
+                if isinstance(ready, Outcome):
+                    outcome = ready  # a refusal, or the deadline came while waiting
+                    break
+                if self._window_of(platform) is None:
+                    break  # this connection's connector does not honour keys
+                request_id = self._request_ids.next()
+                line = with_request_id(line, request_id)
+                self._log_resend(op, plan.tries + 1, key)
+                attempt = plan.attempt_deadline(now)
+                sent = ready.submit(request_id, line, attempt, timeout, now)
+                if isinstance(sent, Outcome):
+                    # Not sent: the link ended a moment ago (the next one is waited
+                    # for), or the outbox is full (sending again would fill it more).
+                    if sent.code == _outcome.QUEUE_FULL:
+                        outcome = sent
+                        break
+                    await trio.lowlevel.checkpoint()
+                    now = trio.current_time()
+                    continue
+                conn, submitted = ready, sent
+                submitted.own_deadline = deadline
+                await _park(conn, submitted)
+            written = 0
+            while submitted.outcome is None:
+                # Overdue: written, no result in its attempt's time. Lost, or slow: asked
+                # again under the same key; an answer to either settles it.
+                now = trio.current_time()
+                written += 1
+                request_id = self._request_ids.next()
+                line = with_request_id(line, request_id)
+                self._log_resend(op, plan.tries + 1, key)
+                conn.resend(submitted, request_id, line, plan.attempt_deadline(now), now)
+                await _park(conn, submitted)
+            settled = submitted.outcome
+            if submitted.may_have_left:
+                plan.attempts += 1 + written
+            submitted = None
+            if settled.success or settled.code not in _outcome.GATEWAY_CODES:
+                # The connector's answer (counted by the protocol as it settled it).
+                final = with_attempts(settled, plan.attempts)
+                if record is not None:
+                    record.settled(final)
+                if self._declines is not None and (not final.success or op == "send"):
+                    self._adapter.settled(self, action, final)  # (the decline latch)
+                return final
+            # Not the caller's outcome: the protocol's count of it is taken back.
+            counts[stats_label(settled)] -= 1
+            if settled.ambiguous or last is None or not last.ambiguous:
+                last = settled
+            now = trio.current_time()
+        if plan.attempts:
+            # Written, never answered: ambiguous however the attempts ended.
+            assert last is not None and last.ambiguous
+            final = _outcome.timed_out(timeout, written=True) if now >= deadline else last
+            final = with_attempts(final, plan.attempts)
+        else:
+            final = outcome or last or _outcome.not_connected(self.state.value)
+        counts[stats_label(final)] += 1  # (an outcome made or kept here)
+        if record is not None:
+            record.settled(final)
+        if self._declines is not None:
+            self._adapter.settled(self, action, final)
+        return final
+
+    def _log_resend(self, op: str, attempt: int, key: str) -> None:
+        # The key at DEBUG only: a caller's own key may name what it stands for.
+        logger.debug(
+            "relay %s: %s request sent again (attempt %d), idempotency key %s",
+            self._endpoint,
+            op,
+            attempt,
+            key,
+            extra={"relay": self.name},
+        )
 
     def _ready(self, op: str, platform: str | None) -> Connection | Outcome | None:
         """The connection to send on now, the outcome of a request that will not be
@@ -629,5 +849,3 @@ class Relay:
     def _closed(self) -> None:
         if self.state is not State.CLOSED:
             self._states.publish(self._lifecycle.close())
-
-

@@ -54,6 +54,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, secret_env: str) -> None:
         help="the supported_ops every descriptor advertises (default all: every op of the "
         "protocol, prompts included; legacy: send, edit, typing, follow_up)",
     )
+    parser.add_argument(
+        "--idempotency-window",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="advertise idempotency_window_s and carry out each idempotency_key at most once "
+        "within SECONDS (a repeat gets the first result, replayed); default off",
+    )
     parser.add_argument("--quiet", action="store_true", help="do not print the frames")
 
 
@@ -88,6 +96,14 @@ def run(args: argparse.Namespace, *, secret_env: str, run_trio: RunTrio) -> int:
             print(f"trio-relay connector: cannot read the script: {exc}", file=sys.stderr)
             return 2
     credentials = {gateway_id: secret} if gateway_id and secret else None
+    window = args.idempotency_window
+    if window is not None and not window > 0:
+        print(
+            f"trio-relay connector: --idempotency-window must be a positive number of "
+            f"seconds, got {window:g}",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return run_trio(
             lambda: serve_console(
@@ -100,6 +116,7 @@ def run(args: argparse.Namespace, *, secret_env: str, run_trio: RunTrio) -> int:
                 show_frames=not args.quiet,
                 secret_env=secret_env,
                 out=sys.stdout,
+                idempotency_window=window,
             )
         )
     except OSError as exc:
@@ -122,11 +139,13 @@ async def serve_console(
     show_frames: bool,
     secret_env: str,
     out: TextIO,
+    idempotency_window: float | None = None,
 ) -> int:
     """``trio-relay connector``: serve (every descriptor advertising ``ops``; empty for
     the legacy set), print the banner (and every frame), then play
     the users from standard input until cancelled, or replay ``script`` and return the
-    exit status (0 when every turn ended)."""
+    exit status (0 when every turn ended). ``idempotency_window``: honour idempotency
+    keys (``open_connector(idempotency_window=)``)."""
     async with open_connector(
         host=host,
         port=port,
@@ -134,6 +153,7 @@ async def serve_console(
         descriptors={"*": {"supported_ops": ops}},
         on_frame=frame_printer(out) if show_frames else None,
         on_session=session_printer(out) if show_frames else None,
+        idempotency_window=idempotency_window,
     ) as c:
         print(f"url: {c.url}", file=out)
         print(f"websocket: {c.ws_url}", file=out)

@@ -51,6 +51,8 @@ def _action(action: Mapping[str, Any]) -> str:
     for key in _ID_KEYS:
         if key in action:
             parts.append(f"{key}={action[key]}")
+    if "idempotency_key" in action:
+        parts.append("keyed")  # (the key itself is not for logs)
     if action.get("final") is True:
         parts.append("final")  # a live card's seal
     if isinstance(action.get("chunks"), list):
@@ -98,9 +100,11 @@ def describe(frame: Frame) -> str:
     if isinstance(frame, DescriptorFrame):
         d = frame.descriptor
         ops = d.get("supported_ops") or ["legacy"]
+        window = d.get("idempotency_window_s")
         return (
             f"descriptor {d.get('platform')} max={d.get('max_message_length')} "
             f"{d.get('len_unit')} ops={','.join(map(str, ops))}"
+            + (f" idempotency={window:g}s" if isinstance(window, (int, float)) else "")
         )
     if isinstance(frame, Outbound):
         route = f" [{frame.platform}]" if frame.platform else ""

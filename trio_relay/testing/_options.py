@@ -72,9 +72,28 @@ class ConnectorOptions:
     breaks: ContractBreaks = NO_BREAKS
     """Promises of the protocol to break on purpose, one field each (none by default):
     a connector that drifts, for testing a conformance check."""
+    idempotency_window: float | None = None
+    """Seconds: advertise ``idempotency_window_s`` in every descriptor and honour
+    ``idempotency_key`` (docs/protocol.md, "Idempotency keys"): a key is carried out at
+    most once per gateway id within the window, a repeat answered with the first
+    result (``replayed: true``), a repeat with another action refused
+    (``idempotency_conflict``). ``None``: the extension is off, keys are ignored."""
+    idempotency_max_keys: int = 10_000
+    """Keys the connector holds at most; beyond it the oldest is forgotten first."""
     on_session: SessionObserver | None = None
     """Sees each accepted upgrade open (``"open"``; not for a refused one) and each
     accepted upgrade end (``"closed"``, refused ones included: ``session.refused``)."""
+
+    def __post_init__(self) -> None:
+        window = self.idempotency_window
+        if window is not None and not window > 0:
+            raise ValueError(
+                f"idempotency_window must be a positive number of seconds, got {window!r}"
+            )
+        if self.idempotency_max_keys < 1:
+            raise ValueError(
+                f"idempotency_max_keys must be at least 1, got {self.idempotency_max_keys!r}"
+            )
 
 
 P = ParamSpec("P")

@@ -37,10 +37,12 @@ from .._core.frames import (
     OutboundResult,
     PassthroughFrame,
 )
+from .._core.idempotency import IDEMPOTENCY_KEY, check_key
 from ._buffer import DurableBuffer
 from ._chats import ChatBook, PromptShown, TranscriptEntry
 from ._drafts import TOMBSTONES, DraftBook
 from ._faults import ResultPolicy, UpgradePolicy
+from ._idempotency import IdempotencyStore, KeyEntry
 from ._ops import OP_TABLE, ActionRefusal, check_action, egress_declined
 from ._options import ConnectorOptions, JsonObject, OutboundHandler
 from ._session import ANONYMOUS, Admission, Session
@@ -168,6 +170,12 @@ class ConnectorProtocol:
         """op -> refusals the next valid actions of that op get instead of being
         carried out (see
         [`refuse_actions`][trio_relay.testing.ReferenceConnector.refuse_actions])."""
+        self.keys: IdempotencyStore | None = (
+            None
+            if options.idempotency_window is None
+            else IdempotencyStore(options.idempotency_window, options.idempotency_max_keys)
+        )
+        """The idempotency keys carried out (``idempotency_window`` set), else None."""
         self._injected = itertools.count(1)
         self._handshaken: list[Session] = []
         self._changed = trio.lowlevel.ParkingLot()
@@ -471,6 +479,8 @@ class ConnectorProtocol:
         # (prompts included, so `relay.ask` shows buttons); `supported_ops: []` in
         # ``descriptors`` plays a connector of the legacy set.
         descriptor["supported_ops"] = list(OP_TABLE)
+        if self.keys is not None:
+            descriptor["idempotency_window_s"] = self.keys.window
         descriptor.update(self.descriptors.get(ANY_PLATFORM, {}))
         descriptor.update(self.descriptors.get(frame.platform, {}))
         session.descriptors[frame.platform] = descriptor
@@ -488,22 +498,64 @@ class ConnectorProtocol:
         if self.record:
             self.outbound.append(frame)
         refusal = self._refusal(session, frame) if self.options.validate else None
+        entry: KeyEntry | None = None
+        if refusal is None and self.keys is not None and IDEMPOTENCY_KEY in frame.action:
+            refusal, entry = self._idempotent(session, frame)
+            if refusal is None and entry is None:
+                return  # a repeat: answered from the first attempt
         if refusal is None:
             refusal = self._injected_refusal(frame.action)
         if refusal is not None:
             logger.info("%r: refused %s: %s", session, frame.request_id, refusal.error)
-            self._answer(session, frame, refusal.result())
+            self._answer(session, frame, refusal.result(), entry=entry)
         elif self.outbound_handler is None:
             if frame.action.get("op") == "draft":
                 result, step = self.drafts.apply(
                     frame.action, session.gateway_id, lambda: f"m{self.outbound_count}"
                 )
                 # A repeated seal is the same message: the transcript shows it once.
-                self._answer(session, frame, result, record=step != "repeated_seal")
+                self._answer(session, frame, result, record=step != "repeated_seal", entry=entry)
             else:
-                self._answer(session, frame, self._carry_out(frame.action))
+                self._answer(session, frame, self._carry_out(frame.action), entry=entry)
         else:
-            session.start_soon(self._run_handler, self.outbound_handler, session, frame)
+            session.start_soon(self._run_handler, self.outbound_handler, session, frame, entry)
+
+    def _idempotent(
+        self, session: Session, frame: Outbound
+    ) -> tuple[ActionRefusal | None, KeyEntry | None]:
+        """A keyed action: its first attempt's entry to fill (carry it out), a refusal
+        (a malformed key, a conflict), or neither: a repeat, answered here."""
+        assert self.keys is not None
+        try:
+            key = check_key(frame.action[IDEMPOTENCY_KEY])
+        except (TypeError, ValueError) as exc:
+            return ActionRefusal("invalid_action", f"invalid action: {exc}"), None
+        now = trio.current_time()
+        gateway_id = session.gateway_id
+        entry = self.keys.find(gateway_id, key, now)
+        if entry is None:
+            return None, self.keys.start(gateway_id, key, frame.action, now)
+        if not entry.matches(frame.action):
+            result = self.keys.conflict()
+            logger.info("%r: refused %s: %s", session, frame.request_id, result["error"])
+            self.results.route(session, OutboundResult(frame.request_id, result), frame.action)
+        elif entry.finished:
+            self._replay(session, frame, entry)
+        else:
+            session.start_soon(self._replay_when_done, session, frame, entry)
+        return None, None
+
+    def _replay(self, session: Session, frame: Outbound, entry: KeyEntry) -> None:
+        replayed = entry.replay()
+        if replayed is not None:
+            assert self.keys is not None
+            self.keys.replays += 1
+            self.results.route(session, OutboundResult(frame.request_id, replayed), frame.action)
+
+    async def _replay_when_done(self, session: Session, frame: Outbound, entry: KeyEntry) -> None:
+        await entry.wait()
+        self._replay(session, frame, entry)
+        self._notify()
 
     def _injected_refusal(self, action: Mapping[str, Any]) -> ActionRefusal | None:
         queued = self.refusals.get(str(action.get("op"))) if self.refusals else None
@@ -563,14 +615,26 @@ class ConnectorProtocol:
         return {"success": True, "message_id": f"m{self.outbound_count}"}
 
     def _answer(
-        self, session: Session, frame: Outbound, result: JsonObject, *, record: bool = True
+        self,
+        session: Session,
+        frame: Outbound,
+        result: JsonObject,
+        *,
+        record: bool = True,
+        entry: KeyEntry | None = None,
     ) -> None:
+        if entry is not None:
+            entry.finish(result)
         if record and result.get("success") is True:
             self.chats.carried_out(frame.action, result, session.gateway_id)
         self.results.route(session, OutboundResult(frame.request_id, result), frame.action)
 
     async def _run_handler(
-        self, handler: OutboundHandler, session: Session, frame: Outbound
+        self,
+        handler: OutboundHandler,
+        session: Session,
+        frame: Outbound,
+        entry: KeyEntry | None = None,
     ) -> None:
         try:
             result = await handler(session, frame)
@@ -578,8 +642,14 @@ class ConnectorProtocol:
             # A connector whose backend failed still answers: with a failure.
             logger.exception("outbound handler failed for %s", frame.request_id)
             result = {"success": False, "error": f"connector handler failed: {exc!r}"}
+        except BaseException:
+            if entry is not None:
+                entry.finish(None)  # (a repeat waiting on it is answered by no one)
+            raise
         if result is not None:
-            self._answer(session, frame, result)
+            self._answer(session, frame, result, entry=entry)
+        elif entry is not None:
+            entry.finish(None)
 
     def _on_ack(self, session: Session, frame: InboundAck) -> None:
         self.acks.append(frame.buffer_id)

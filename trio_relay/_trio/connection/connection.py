@@ -310,6 +310,21 @@ class Connection:
             self._write_now(request)
         return request
 
+    def resend(
+        self, request: Request, request_id: str, line: bytes, deadline: float, now: float
+    ) -> bool:
+        """Send a keyed request handed back overdue once more, as ``line`` under
+        ``request_id`` (its result, or a late one for an earlier id, settles it), its
+        attempt ending at ``deadline``. False when it cannot go: the connection ended,
+        or the outbox is full (it waits for an earlier attempt's result meanwhile)."""
+        if not self.is_open or request.abandoned:
+            return False
+        self.protocol.again(request, request_id, deadline, now)
+        sleep = self._timer_sleep
+        if sleep is not None and deadline < sleep.deadline:
+            sleep.deadline = deadline
+        return self.send_line(line)
+
     def withdraw(self, request: Request) -> None:
         """The caller of a submitted request was cancelled: leave no trace, so a late
         result is ignored and the writer skips the frame if it has not gone out yet."""
