@@ -512,7 +512,7 @@ class Relay:
         line: bytes,
         op: str,
         platform: str | None,
-        timeout: float,
+        timeout: float,  # noqa: ASYNC109 (the resend loop's own budget, settled into an Outcome)
         deadline: float,
         record: RequestRecord | None,
         conn: Connection | None,

@@ -929,7 +929,7 @@ async def check_connector(
     chat: str | None = None,
     write_message: WriteMessage | None = None,
     only: Collection[str] = (),
-    timeout: float = 10.0,
+    timeout: float = 10.0,  # noqa: ASYNC109 (each clause's wait is a verdict, not an exception)
     settle: float = 1.0,
     clock: Callable[[], float] = time.time,
 ) -> Report:

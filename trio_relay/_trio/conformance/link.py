@@ -64,14 +64,14 @@ class ProbeLink:
         self._ws.send_text("".join(encode_frame(f) for f in frames).encode())
         return await self._flush()
 
-    async def ping(self, payload: bytes, timeout: float) -> bool:
+    async def ping(self, payload: bytes, timeout: float) -> bool:  # noqa: ASYNC109 (a missing pong is a verdict, not an error)
         """Send a WebSocket ping; true once its pong came within ``timeout``."""
         ponged = trio.Event()
         if not self._ws.send_ping(payload, ponged.set) or not await self._flush():
             return False
         return await self.wait_for(ponged.is_set, timeout)
 
-    async def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:
+    async def wait_for(self, done: Callable[[], bool], timeout: float) -> bool:  # noqa: ASYNC109 (a condition not met in time is a verdict)
         """Read until ``done()`` holds (true), or until ``timeout`` or the link's end
         (then ``done()`` once more). ``done`` is asked after every read."""
         with trio.move_on_after(timeout):
@@ -83,7 +83,7 @@ class ProbeLink:
         """Read whatever comes in the next ``seconds`` (what must *not* arrive)."""
         await self.wait_for(lambda: False, seconds)
 
-    async def close(self, timeout: float) -> None:
+    async def close(self, timeout: float) -> None:  # noqa: ASYNC109 (a close handshake bounded, then the socket dropped)
         """Close with 1000 and wait (at most ``timeout``) for the connector's answer."""
         if self.end is None:
             self.closed_by_us = True
@@ -123,7 +123,7 @@ async def dial(
     url: str,
     bearer: str | None,
     *,
-    timeout: float,
+    timeout: float,  # noqa: ASYNC109 (the dial's bound is reported as a failed clause)
     on_frame: Callable[[ProbeLink, Frame], None],
     dialer: TcpDialer | None = None,
 ) -> ProbeLink | DialRefused:
