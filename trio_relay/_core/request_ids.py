@@ -1,7 +1,7 @@
 """Request ids the connector cannot predict.
 
 A result settles the request with its ``requestId``; if a peer could guess the next id
-it could answer a request before it exists (docs/protocol.md, "Frames"; issue 12). So
+it could answer a request before it exists (docs/protocol.md, "Frames"). So
 every id is 64 fresh bits from the OS's CSPRNG — not a random prefix plus a counter,
 which a peer learns from the first id it sees. The bytes are fetched in batches (one
 system call per 512 ids), which makes an id cheaper than a counter formatted to hex
