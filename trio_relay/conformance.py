@@ -2,16 +2,18 @@
 
 The command ``trio-relay conformance URL --gateway-id ID --secret-env VAR`` runs this
 check and prints its report (see "Checking a connector" in the docs). From Python, for a
-connector's own test suite::
+connector's own test suite:
 
-    import trio
-    from trio_relay.conformance import check_connector
+```python
+import trio
+from trio_relay.conformance import check_connector
 
-    report = trio.run(lambda: check_connector(
-        "https://connector.example", gateway_id="conformance", secret=secret, chat="C1"
-    ))
-    print("\\n".join(report.lines()))
-    assert report.ok, report.summary()
+report = trio.run(lambda: check_connector(
+    "https://connector.example", gateway_id="conformance", secret=secret, chat="C1"
+))
+print("\\n".join(report.lines()))
+assert report.ok, report.summary()
+```
 
 The check needs no part of the reference connector (``trio_relay.testing``): it is a
 gateway that does everything by the book and watches what the connector answers.

@@ -16,6 +16,7 @@ Sans-I/O: plain data and text; the checks that talk to a connector are in
 from __future__ import annotations
 
 import enum
+import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,17 +181,20 @@ class Verdict:
         return cls(clause(clause_id), Status.SKIPPED, reason)
 
     def line(self) -> str:
-        """The report's line for this clause."""
+        """The report's line for this clause, wrapped to ``REPORT_WIDTH`` columns (a
+        continuation indented under its first line)."""
         head = f"{self.status.value.upper():<4} {self.clause.id}"
         if self.status is Status.FAILED:
-            return (
-                f"{head}: {self.clause.title}\n"
-                f"     seen: {self.seen}\n"
-                f"     contract: {self.expected} ({self.clause.link})"
+            return "\n".join(
+                [
+                    _wrap(f"{head}: {self.clause.title}", "     "),
+                    _wrap(f"     seen: {self.seen}", "           "),
+                    _wrap(f"     contract: {self.expected} ({self.clause.link})", "           "),
+                ]
             )
         if self.status is Status.SKIPPED:
-            return f"{head}: {self.detail}"
-        return f"{head}: {self.detail or self.clause.title}"
+            return _wrap(f"{head}: {self.detail}", "     ")
+        return _wrap(f"{head}: {self.detail or self.clause.title}", "     ")
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -263,3 +267,18 @@ class Report:
             "skipped": skipped,
             "clauses": [v.to_json() for v in self.verdicts],
         }
+
+
+REPORT_WIDTH = 100
+"""Columns a report line takes at most: a terminal's, a CI log's and the docs' width."""
+
+
+def _wrap(text: str, indent: str) -> str:
+    # Words (and links) are never split, so a section link stays whole and clickable.
+    return textwrap.fill(
+        text,
+        REPORT_WIDTH,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
