@@ -41,14 +41,15 @@ CONTRACT_VERSION = 1
 _WANTED = {"int": "an integer", "string": "a string", "bool": "a boolean"}
 
 
-def json_kind(value: Any) -> str:
-    """``value``'s JSON type in words, for a report (``a string``, ``null``)."""
+def json_kind(value: Any, *, integer: str = "an integer") -> str:
+    """``value``'s JSON type in words, for a report (``a string``, ``null``); ``integer``
+    is the word for an integer (the reference connector says ``a number``, as JSON does)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, int):
-        return "an integer"
+        return integer
     if isinstance(value, float):
         return "a number"
     if isinstance(value, str):

@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .._core.contract_shapes import json_kind
+
 __all__ = ["OP_TABLE", "ActionRefusal", "OpSpec", "check_action", "egress_declined"]
 
 ResultKind = Literal["message_id", "plain", "thread_id", "chat_info"]
@@ -234,22 +236,6 @@ OP_TABLE: Mapping[str, OpSpec] = {
 """Every op of protocol v1, by name."""
 
 
-def _json_kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
-
-
 _KINDS: Mapping[str, tuple[str, Callable[[Any], bool]]] = {
     "string": ("a string", lambda v: isinstance(v, str)),
     # Numeric ids (Telegram chats, for one) are ids too; a boolean is not.
@@ -275,7 +261,7 @@ def _check_field(op: str, spec: Field, action: Mapping[str, Any]) -> str | None:
     if not matches(value):
         return (
             f"invalid action: field {spec.name!r} of {op!r} must be {wanted}, "
-            f"got {_json_kind(value)}"
+            f"got {json_kind(value, integer='a number')}"
         )
     problem = spec.check(value) if spec.check is not None else None
     if problem is not None:
